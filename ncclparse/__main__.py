@@ -1,0 +1,5 @@
+"""``python -m ncclparse``: the command line."""
+
+from .cli import cli
+
+cli()

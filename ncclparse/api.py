@@ -1,0 +1,99 @@
+"""The library entry points: parse one source or many into the result tables."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+import pyarrow as pa
+
+from . import schema
+from .errors import NcclParseError
+from .parsers import parse_lines
+from .parsers._lines import Source, open_source
+from .parsers._model import Collector
+
+
+@dataclass(frozen=True)
+class ParseResult:
+    """The tables parsed from one or more sources.
+
+    ``measurements`` and ``runs`` conform to schema.md; ``accounting`` maps each
+    source to the number of its lines of each kind (``parsers._model.LINE_KINDS``);
+    ``failures`` holds the error of each source that could not be parsed (only
+    :func:`parse_many` collects them, :func:`parse` raises).
+    """
+
+    measurements: pa.Table
+    runs: pa.Table
+    accounting: dict[str, Counter[str]] = field(default_factory=dict)
+    failures: tuple[NcclParseError, ...] = ()
+
+
+def parse(source: Source, *, name: str | None = None) -> ParseResult:
+    """Parse one benchmark log: a path, a text or binary stream, or log text.
+
+    A ``str`` holding a newline is log text, any other ``str`` a path. ``name`` is the
+    ``source`` value in the tables (default: the path, or ``<string>``/the stream name).
+    Raises InputError for an unreadable path and UnknownLogFormatError for input no
+    parser recognises.
+    """
+    collector = Collector()
+    _parse_into(collector, source, name)
+    return _result(collector, ())
+
+
+def parse_many(sources: Iterable[Source | tuple[Source, str]]) -> ParseResult:
+    """Parse many sources into one result; a source that fails does not stop the rest.
+
+    Each item is a source as for :func:`parse`, or a ``(source, name)`` pair. The
+    error of each failed source is in ``failures`` (in input order).
+    """
+    collector = Collector()
+    failures: list[NcclParseError] = []
+    for item in sources:
+        source, name = item if isinstance(item, tuple) else (item, None)
+        try:
+            _parse_into(collector, source, name)
+        except NcclParseError as exc:
+            failures.append(exc)
+    return _result(collector, tuple(failures))
+
+
+def summary_lines(result: ParseResult) -> list[str]:
+    """One line per parsed source: runs, their statuses, rows and warnings."""
+    runs = result.runs.to_pydict()
+    by_source: dict[str, list[int]] = {}
+    for index, source in enumerate(runs["source"]):
+        by_source.setdefault(source, []).append(index)
+    lines = []
+    for source in result.accounting:
+        indices = by_source.get(source, [])
+        statuses = Counter(runs["status"][i] for i in indices)
+        rows = sum(runs["rows"][i] for i in indices)
+        warnings = sum(len(runs["warnings"][i]) for i in indices)
+        tools = sorted({runs["tool"][i] for i in indices})
+        status = ", ".join(f"{n} {s}" for s, n in sorted(statuses.items())) or "no run"
+        lines.append(
+            f"{source}: {' '.join(tools) or 'no tool'}, {len(indices)} "
+            f"run{'s' * (len(indices) != 1)} ({status}), {rows} rows, "
+            f"{warnings} warning{'s' * (warnings != 1)}"
+        )
+    return lines
+
+
+def _parse_into(collector: Collector, source: Source, name: str | None) -> None:
+    display, raw_lines = open_source(source, name)
+    runs, accounting = parse_lines(raw_lines, display)
+    collector.add_runs(display, runs)
+    collector.accounting[display] = accounting
+
+
+def _result(collector: Collector, failures: tuple[NcclParseError, ...]) -> ParseResult:
+    return ParseResult(
+        measurements=schema.measurements_table(collector.measurements),
+        runs=schema.runs_table(collector.runs),
+        accounting=collector.accounting,
+        failures=failures,
+    )

@@ -1,0 +1,74 @@
+"""The errors a user can fix by changing input or options.
+
+Everything ncclparse raises on purpose derives from :class:`NcclParseError`; any other
+exception is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+
+class NcclParseError(Exception):
+    """Base class: bad input or options, with a message meant for the user."""
+
+
+class LogFormatError(NcclParseError):
+    """A line of a recognised log cannot be read.
+
+    ``str()`` renders ``source:line: message``, then the line and a caret under ``span``.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        source: str,
+        line_no: int,
+        line: str = "",
+        span: tuple[int, int] | None = None,
+    ) -> None:
+        self.message = message
+        self.source = source
+        self.line_no = line_no
+        self.line = line
+        self.span = span
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        text = f"{self.source}:{self.line_no}: {self.message}"
+        if self.line:
+            text += f"\n    {self.line}"
+            if self.span is not None:
+                start, end = self.span
+                text += "\n    " + " " * start + "^" * max(1, end - start)
+        return text
+
+
+class UnknownLogFormatError(NcclParseError):
+    """No parser recognises the input (or it is empty)."""
+
+    def __init__(self, source: str, first_line: str | None, line_no: int = 0) -> None:
+        self.source = source
+        self.first_line = first_line
+        self.line_no = line_no
+        if first_line is None:
+            message = f"{source}: empty input: no benchmark output to parse"
+        else:
+            shown = first_line if len(first_line) <= 80 else first_line[:77] + "..."
+            message = (
+                f"{source}:{line_no}: not a recognised benchmark log "
+                f"(nccl-tests, rccl-tests, oneCCL benchmark or IMB); "
+                f"first line: {shown!r}"
+            )
+        super().__init__(message)
+
+
+class InputError(NcclParseError):
+    """An input cannot be opened or read (missing, unreadable, a directory ...)."""
+
+
+class SchemaError(NcclParseError):
+    """A table does not match the result schema (wrong column, type or version)."""
+
+
+class ProfileError(NcclParseError):
+    """A hardware profile or bandwidth figure is invalid or ambiguous."""

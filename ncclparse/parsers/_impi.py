@@ -1,0 +1,66 @@
+"""Intel MPI and Hydra launcher lines, shared by the oneCCL and IMB parsers.
+
+Both tools usually run under Intel MPI's ``mpirun``; its debug output
+(``I_MPI_DEBUG``), launcher messages and ``BAD TERMINATION`` boxes can appear
+anywhere in their logs.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+# `[0] MPI startup(): ...`: the `[0] ` rank prefix is already stripped by _lines.
+_STARTUP = re.compile(r"^MPI startup\(\):")
+# The I_MPI_DEBUG pinning table: `MPI startup(): <rank> <pid> <host> {<cpus>}`.
+_PIN_ROW = re.compile(r"^MPI startup\(\):\s+(\d+)\s+\d+\s+(\S+)\s+\{")
+_LIBRARY = re.compile(r"^MPI startup\(\): Intel\(R\) MPI Library, Version (\S+)")
+_LAUNCHER = re.compile(r"^\[(?:mpiexec|mpirun|proxy)[^\]]*\]")
+_BOX_EDGE = re.compile(r"^={20,}\s*$")
+_BOX_TEXT = re.compile(r"^=\s+(\S.*?)\s*$")
+_SIGNAL = re.compile(r"KILLED BY SIGNAL: (\d+)|EXIT CODE: (\d+)")
+# MPI_Abort and fatal MPI errors: `Abort(1) on node 0 (rank 0 in comm 0): ...`.
+_ABORT = re.compile(r"^Abort\(\d+\)|^Fatal error in ")
+# Signals sent from outside (Ctrl-C, timeout, Hydra killing the other ranks after
+# one failed): they end a run without meaning that the benchmark failed.
+_EXTERNAL_SIGNALS = frozenset({2, 9, 15})
+
+
+@dataclass(frozen=True, slots=True)
+class MpiLine:
+    """What an Intel MPI / Hydra line means for the run it appears in."""
+
+    kind: str  # "noise" or "error" (LINE_KINDS)
+    message: str | None = None  # for errors: the text to keep in runs.errors
+    failure: bool = False  # the run failed (not merely interrupted)
+    rank_host: tuple[int, str] | None = None  # from the pinning table
+    library_version: str | None = None
+
+
+def classify(text: str) -> MpiLine | None:
+    """Recognise an Intel MPI / Hydra line; None when ``text`` is not one."""
+    if _STARTUP.match(text):
+        pin = _PIN_ROW.match(text)
+        library = _LIBRARY.match(text)
+        return MpiLine(
+            "noise",
+            rank_host=(int(pin.group(1)), pin.group(2)) if pin else None,
+            library_version=library.group(1) if library else None,
+        )
+    if _LAUNCHER.match(text) or _BOX_EDGE.match(text):
+        return MpiLine("noise")
+    box = _BOX_TEXT.match(text)
+    if box:
+        signal = _SIGNAL.search(text)
+        failure = False
+        if signal:
+            number = int(signal.group(1) or signal.group(2))
+            failure = (
+                number not in _EXTERNAL_SIGNALS
+                if signal.group(1)
+                else number != 0  # EXIT CODE
+            )
+        return MpiLine("error", box.group(1), failure)
+    if _ABORT.match(text):
+        return MpiLine("error", text.strip(), True)
+    return None

@@ -1,0 +1,134 @@
+"""What parsers produce: runs with their measurement rows, and the line accounting.
+
+Parsers fill :class:`Run` objects and hand them to a :class:`Collector`, which turns
+them into the columns of the ``measurements`` and ``runs`` tables (schema.py).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from ncclparse import schema
+
+# Kinds of input line for the accounting rule of schema.md: every line is one of these.
+LINE_KINDS = (
+    "measurement",  # read into a measurement row
+    "structure",  # header, parameter, device, footer and other lines of the tool itself
+    "error",  # an error the tool printed (kept in runs.errors)
+    "noise",  # known foreign output: NCCL INFO/WARN, launcher, shell, Markdown
+    "blank",
+    "warned",  # not understood: named with its number in runs.warnings
+)
+
+
+@dataclass(slots=True)
+class Run:
+    """One benchmark run in a source, filled in while its lines are read."""
+
+    tool: str
+    first_line: int
+    last_line: int = 0
+    tool_version: str | None = None
+    status: str = "truncated"  # until a footer or an error says otherwise
+    collectives: list[str] = field(default_factory=list)
+    nranks: int | None = None
+    nnodes: int | None = None
+    hosts: list[str | None] = field(default_factory=list)
+    devices: list[str | None] = field(default_factory=list)
+    library_version: str | None = None
+    params: dict[str, str] = field(default_factory=dict)
+    avg_busbw_gbps: float | None = None
+    oob_values: int | None = None
+    oob_ok: bool | None = None
+    avg_busbw_ok: bool | None = None
+    command: str | None = None
+    errors: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def warn(self, line: int, message: str) -> None:
+        self.warnings.append(f"line {line}: {message}")
+
+    def error(self, line: int, message: str) -> None:
+        self.errors.append(f"line {line}: {message}")
+
+    def add_collective(self, name: str | None) -> None:
+        if name and name not in self.collectives:
+            self.collectives.append(name)
+
+    @property
+    def device(self) -> str | None:
+        """The accelerator name when every listed rank reports the same one."""
+        names = {d for d in self.devices if d is not None}
+        return names.pop() if len(names) == 1 else None
+
+
+_ROW_DEFAULTS: dict[str, Any] = {"cputime": False, "grouped": False}
+
+
+@dataclass
+class Collector:
+    """Accumulates runs of many sources as table columns, plus line accounting."""
+
+    measurements: dict[str, list[Any]] = field(
+        default_factory=lambda: {name: [] for name in schema.MEASUREMENT_COLUMNS}
+    )
+    runs: dict[str, list[Any]] = field(
+        default_factory=lambda: {name: [] for name in schema.RUN_COLUMNS}
+    )
+    accounting: dict[str, Counter[str]] = field(default_factory=dict)
+
+    def add_runs(self, source: str, runs: list[Run]) -> None:
+        """Append ``runs`` of ``source`` (in order), numbering them from 0."""
+        runs = sorted(runs, key=lambda r: r.first_line)
+        for index, run in enumerate(runs):
+            self._add_rows(source, index, run)
+            self._add_run(source, index, run)
+
+    def _add_rows(self, source: str, index: int, run: Run) -> None:
+        shared = {
+            "source": source,
+            "run": index,
+            "tool": run.tool,
+            "tool_version": run.tool_version,
+            "nranks": run.nranks,
+            "nnodes": run.nnodes,
+            "device": run.device,
+        }
+        columns = self.measurements
+        for row in run.rows:
+            for name, values in columns.items():
+                if name in shared:
+                    values.append(shared[name])
+                else:
+                    values.append(row.get(name, _ROW_DEFAULTS.get(name)))
+
+    def _add_run(self, source: str, index: int, run: Run) -> None:
+        values = {
+            "source": source,
+            "run": index,
+            "tool": run.tool,
+            "tool_version": run.tool_version,
+            "collectives": run.collectives,
+            "status": run.status,
+            "first_line": run.first_line,
+            "last_line": run.last_line or run.first_line,
+            "rows": len(run.rows),
+            "nranks": run.nranks,
+            "nnodes": run.nnodes,
+            "hosts": run.hosts,
+            "devices": run.devices,
+            "library_version": run.library_version,
+            "params": list(run.params.items()),
+            "avg_busbw_gbps": run.avg_busbw_gbps,
+            "oob_values": run.oob_values,
+            "errors": run.errors,
+            "warnings": run.warnings,
+            "command": run.command,
+            "oob_ok": run.oob_ok,
+            "avg_busbw_ok": run.avg_busbw_ok,
+        }
+        for name, column in self.runs.items():
+            column.append(values[name])

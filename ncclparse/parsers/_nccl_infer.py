@@ -1,0 +1,250 @@
+"""What a nccl-tests run does not state but its numbers do: collective, ranks, nodes.
+
+Every inference is reported in the run's warnings with the evidence, so a reader can
+tell read facts from deductions (docs/nccl-tests-format.md sections 5 and 7).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from statistics import median
+from typing import Any
+
+from ncclparse.schema import DTYPE_BYTES
+
+from ._model import Run
+
+# Key columns of the E0-E2 layouts, which differ per collective (format doc 5.2, 5.3).
+_BY_OLD_KEYS: dict[tuple[str, ...], tuple[str, ...]] = {
+    ("size", "count", "type", "redop"): ("all_reduce", "reduce_scatter", "alltoall"),
+    ("size", "count", "type"): ("all_gather", "sendrecv", "hypercube"),
+    ("size", "count", "type", "root"): ("broadcast", "gather", "scatter"),
+    ("size", "count", "type", "redop", "root"): ("reduce",),
+}
+_SPLIT = frozenset(
+    {"all_gather", "reduce_scatter", "alltoall", "gather", "scatter", "hypercube"}
+)
+_NAME_PATTERNS = [
+    (name, re.compile(pattern, re.IGNORECASE))
+    for name, pattern in (
+        ("all_reduce", r"all[_-]?reduce"),
+        ("all_gather", r"all[_-]?gather"),
+        ("reduce_scatter", r"reduce[_-]?scatter"),
+        ("alltoallv", r"all[_-]?to[_-]?all[_-]?v"),
+        ("alltoall", r"all[_-]?to[_-]?all"),
+        ("broadcast", r"broadcast|bcast"),
+        ("sendrecv", r"send[_-]?recv"),
+        ("hypercube", r"hypercube"),
+        ("gather", r"(?<!all)(?<!all_)gather"),
+        ("scatter", r"(?<!reduce)(?<!reduce_)scatter"),
+        ("reduce", r"(?<!all)(?<!all_)reduce(?![_-]?scatter)"),
+    )
+]
+
+
+def names_in(text: str) -> list[str]:
+    """Collective names mentioned in ``text`` (a file name), most specific first."""
+    return [name for name, pattern in _NAME_PATTERNS if pattern.search(text)]
+
+
+def infer_collective(run: Run, old_keys: tuple[str, ...] | None, source: str) -> None:
+    """Set ``run.collectives`` from the header keys, the numbers or the file name."""
+    if run.collectives:
+        return
+    candidates = list(_BY_OLD_KEYS.get(old_keys, ())) if old_keys else []
+    evidence = [f"the column set {' '.join(old_keys)}"] if candidates else []
+    numbers = _candidates_from_numbers(run)
+    if numbers is not None:
+        found, why = numbers
+        kept = [c for c in found if not candidates or c in candidates]
+        candidates = kept or found
+        evidence.append(why)
+    if len(candidates) != 1:
+        named = [
+            n
+            for n in names_in(source.rsplit("/", 1)[-1])
+            if n in candidates or not candidates
+        ]
+        if named:
+            candidates = named[:1]
+            evidence.append("the file name")
+    if len(candidates) == 1:
+        run.collectives.append(candidates[0])
+        run.warn(
+            run.first_line,
+            f"collective not stated; inferred {candidates[0]} "
+            f"from {' and '.join(evidence)}",
+        )
+    elif candidates:
+        # Several fit equally: prefer the commonest, and say which others would too.
+        run.collectives.append(candidates[0])
+        run.warn(
+            run.first_line,
+            f"collective not stated; inferred {candidates[0]} "
+            f"from {' and '.join(evidence)} (could also be "
+            f"{' or '.join(candidates[1:])})",
+        )
+    else:
+        run.warn(run.first_line, "collective not stated and not inferable")
+
+
+def _candidates_from_numbers(run: Run) -> tuple[list[str], str] | None:
+    sized = [r for r in run.rows if r["size_bytes"] and r["count"]]
+    if not sized:
+        return None
+    ranks = round(
+        median(r["size_bytes"] / (r["count"] * DTYPE_BYTES[r["dtype"]]) for r in sized)
+    )
+    bus = bus_ratio(run.rows)
+    has_redop = any(r["redop"] is not None for r in run.rows)
+    has_root = any(r["root"] is not None for r in run.rows)
+    why = f"size/count ratio {ranks}"
+    if bus is not None:
+        why += f" and busbw/algbw {bus:.3f}"
+    if ranks <= 1:
+        if has_root:
+            return (["reduce"] if has_redop else ["broadcast"]), why
+        if not has_redop:
+            return ["sendrecv"], why
+        # nccl-tests never verifies in-place sendrecv or alltoall (N/A), but does
+        # verify in-place all_reduce and all_gather.
+        checked = _in_place_checked(run)
+        if checked is False:
+            return ["sendrecv"], why + " and unchecked in-place results"
+        # all_reduce's busbw factor 2(n-1)/n is 1 only for n = 2, like sendrecv's.
+        if checked or (bus is not None and bus > 1.05):
+            return ["all_reduce"], why + " and checked in-place results" * bool(checked)
+        return ["all_reduce", "sendrecv"], why
+    if has_redop:
+        return ["reduce_scatter"], why
+    if has_root:
+        return ["gather", "scatter"], why
+    # hypercube's busbw equals its algbw; the others' is (n-1)/n of it.
+    if bus is not None and abs(bus - 1.0) < abs(bus - (ranks - 1) / ranks):
+        return ["hypercube"], why
+    checked = _in_place_checked(run)
+    if checked is not None:
+        found = "all_gather" if checked else "alltoall"
+        return [found], why + f" and {'un' * (not checked)}checked in-place results"
+    return ["all_gather", "alltoall"], why
+
+
+def bus_ratio(rows: list[dict[str, Any]]) -> float | None:
+    """Median busbw/algbw over the rows with the largest algbw (least rounded)."""
+    pairs = [
+        (r["algbw_gbps"], r["busbw_gbps"])
+        for r in rows
+        if r.get("algbw_gbps") and r.get("busbw_gbps") is not None
+    ]
+    if not pairs:
+        return None
+    top = max(a for a, _ in pairs)
+    # Printed with 2 decimals: below ~0.1 GB/s the ratio is mostly rounding.
+    if top < 0.1:
+        return None
+    return median(b / a for a, b in pairs if a >= top / 2)
+
+
+def _in_place_checked(run: Run) -> bool | None:
+    """Were in-place results verified (#wrong printed) while out-of-place ones were?
+
+    None when that does not tell anything: no validation at all (-c 0), the old
+    `error` column (E0-E2 verified in-place alltoall too), or no rows.
+    """
+    placements: dict[str, set[bool]] = {}
+    for row in run.rows:
+        if row.get("wrong_kind") == "max_deviation":
+            return None
+        placements.setdefault(row["placement"], set()).add(row.get("wrong") is not None)
+    if placements.get("out-of-place") != {True} or "in-place" not in placements:
+        return None
+    in_place = placements["in-place"]
+    return None if len(in_place) != 1 else in_place == {True}
+
+
+def infer_ranks(run: Run) -> None:
+    """Set nranks/nnodes from the Rank lines, or nranks from the numbers."""
+    if run.hosts:
+        run.nranks = len(run.hosts)
+        run.nnodes = len({h for h in run.hosts if h is not None})
+        return
+    collective = run.collectives[0] if run.collectives else None
+    sized = [r for r in run.rows if r["size_bytes"] and r["count"]]
+    if collective in _SPLIT and sized:
+        row = sized[0]
+        run.nranks = round(
+            row["size_bytes"] / (row["count"] * DTYPE_BYTES[row["dtype"]])
+        )
+        run.warn(
+            run.first_line,
+            f"no Rank lines; nranks {run.nranks} inferred from the size/count ratio",
+        )
+    elif collective == "all_reduce":
+        feasible = _ranks_from_bus_ratio(run.rows)
+        if len(feasible) == 1:
+            run.nranks = feasible[0]
+            run.warn(
+                run.first_line,
+                f"no Rank lines; nranks {run.nranks} inferred from "
+                "busbw/algbw = 2(n-1)/n (the only n that fits every row)",
+            )
+        elif feasible:
+            run.warn(
+                run.first_line,
+                f"no Rank lines; busbw/algbw fits any nranks from "
+                f"{feasible[0]} to {feasible[-1]}: nranks unknown",
+            )
+
+
+_MAX_RANKS = 65536
+
+
+def _ranks_from_bus_ratio(rows: list[dict[str, Any]]) -> list[int]:
+    """Every n for which 2(n-1)/n lies within print rounding of each row's ratio."""
+    low, high = 0.0, 2.0
+    for row in rows:
+        algbw, busbw = row.get("algbw_gbps"), row.get("busbw_gbps")
+        if not algbw or busbw is None or algbw < 0.1:
+            continue
+        # Both printed with 2 decimals: each may be off by 0.005.
+        low = max(low, (busbw - 0.005) / (algbw + 0.005))
+        high = min(high, (busbw + 0.005) / (algbw - 0.005))
+    if low <= 0.0 or low > high:
+        return []
+    # 2(n-1)/n in [low, high]  <=>  2/(2-low) <= n <= 2/(2-high)
+    first = max(2, math.ceil(2 / (2 - low) - 1e-9))
+    last = (
+        _MAX_RANKS
+        if high >= 2.0
+        else min(_MAX_RANKS, math.floor(2 / (2 - high) + 1e-9))
+    )
+    return list(range(first, last + 1))
+
+
+def infer_nodes_from_elided(run: Run, device_index: dict[int, int]) -> None:
+    """Rank lines elided by the user: estimate nnodes if ranks per host are regular."""
+    listed = [(rank, host) for rank, host in enumerate(run.hosts) if host is not None]
+    per_host: dict[str, list[int]] = {}
+    for rank, host in listed:
+        per_host.setdefault(host, []).append(rank)
+    index = device_index
+    offsets = {rank - index[rank] for rank, _ in listed if rank in index}
+    width = max(index.values(), default=-1) + 1
+    if run.nranks and width and len(offsets) >= 1:
+        candidates = [
+            p
+            for p in range(width, run.nranks + 1)
+            if run.nranks % p == 0 and all(o % p == 0 for o in offsets)
+        ]
+        if candidates:
+            per_node = candidates[0]
+            run.nnodes = run.nranks // per_node
+            run.warn(
+                run.first_line,
+                f"Rank lines elided; nnodes {run.nnodes} inferred "
+                f"assuming {per_node} ranks per host (device index = rank mod "
+                f"{per_node} on every listed line)",
+            )
+            return
+    run.warn(run.first_line, "Rank lines elided; nnodes unknown")

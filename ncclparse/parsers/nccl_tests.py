@@ -1,0 +1,524 @@
+"""nccl-tests and rccl-tests text output, every era (docs/nccl-tests-format.md).
+
+The parser is a state machine over numbered lines. Each line is classified once (the
+line accounting of schema.md) as a measurement, a line of the tool's own structure, an
+error the tool printed, known foreign noise, blank, or a line that is named in the
+run's warnings. Output of several launcher ranks (``[1,0]<stdout>:`` prefixes) is read
+as separate streams, so interleaved copies of a non-MPI build become separate runs.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+
+from ._lines import Line
+from ._model import Run
+from ._nccl_infer import (
+    infer_collective,
+    infer_nodes_from_elided,
+    infer_ranks,
+    names_in,
+)
+from ._nccl_layout import (
+    Layout,
+    RowError,
+    is_names_line,
+    layout_from_header,
+    layout_from_row,
+    placements_from_group_line,
+    read_row,
+)
+from ._noise import is_command, is_noise
+
+NAME = "nccl-tests"
+
+_ROW_START = re.compile(r"^\s*\d+\s+\d+\s+[A-Za-z]")
+_NUMBERS_ONLY = re.compile(r"^\s*(?:(?:-?[\d.]+(?:e[+-]?\d+)?\*?|N/A)\s*)+$")
+_PARAMS = re.compile(r"^nThreads?:?\s+\d")
+_PARAM_PAIR = re.compile(r"([A-Za-z_]+(?: iters)?|warmupIters):?\s+(-?\d\S*)")
+_RANK = re.compile(
+    r"^Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?(?:Pid\s+\d+\s+)?on\s+(?P<host>\S+)\s+"
+    r"device\s+(?P<dev>\d+)\s+\[[^\]]*\]\s?(?P<name>.*)$"
+)
+_CUT_RANK = re.compile(r"^Rank\s+(\d+)\s+\S")
+_VERSION = re.compile(r"^nccl-tests version (?P<v>\S+)(?:.*nccl-library=(?P<lib>\d+))?")
+_RCCL_VERSION = re.compile(r"^rccl-tests: Version (?P<v>\S+)")
+_STARTING = re.compile(r"^Collective test (?P<what>starting|concluded): (?P<name>\S+)")
+_COMPILED = re.compile(r"^NCCL Tests compiled with NCCL (?P<v>\S+)")
+_NCCL_VERSION = re.compile(r"\b(?P<lib>NCCL|RCCL) version (?P<v>\d\S*)")
+_OOB = re.compile(r"^Out of bounds values\s*:\s*(?P<n>\d+)\s*(?P<ok>OK|FAILED)?")
+_AVG = re.compile(r"^Avg bus bandwidth\s*:\s*(?P<v>\S+)\s*(?P<ok>OK|FAILED)?")
+_FAILURE = re.compile(
+    r"(?:Test (?:NCCL|CUDA|HIP) failure|Test failure|Test timeout|"
+    r"^(?:NCCL|Cuda|CUDA|HIP) failure \S+:\d+)"
+)
+# Option errors nccl-tests prints on stderr before giving up.
+_TOOL_ERROR = re.compile(r"^(?:Invalid number of GPUs|invalid size specified)")
+_BINARY = re.compile(r"\b(?P<name>[a-z_]+?)_perf\w*")
+# Where another process's NCCL line was glued onto a data row.
+_GLUED_NOISE = re.compile(
+    r"(?:\[\d+\]\s*)?[\w.\-]+:\d+:\d+ \[\d+\] (?:NCCL|RCCL) |NCCL (?:INFO|WARN) "
+)
+_STRUCTURE_PREFIXES = (
+    "Using devices",
+    "Blocking Enabled",
+    "Per-Iteration Report",
+    "Parallel Init Enabled",
+    "Reducing maxBytes",
+    "Errors with asterisks",
+    "Testing ",
+    "Writing JSON output",
+    "skipping json output",
+    "GPU memory usage",
+    "error:",
+)
+_OPENERS = {"json": 0, "version": 1, "starting": 2, "params": 3}
+
+
+@dataclass
+class _State:
+    """One stream's parse state: the current run and what has been read of it."""
+
+    run: Run | None = None
+    phase: str = "preamble"  # preamble -> table -> footer
+    openers: set[str] = field(default_factory=set)
+    layout: Layout | None = None
+    placements: tuple[str, ...] | None = None
+    old_keys: tuple[str, ...] | None = None
+    device_index: dict[int, int] = field(default_factory=dict)
+    elided: bool = False
+    pending: tuple[int, list[str]] | None = None  # a row cut by other output
+    unread: list[int] = field(default_factory=list)  # consecutive unrecognised lines
+
+
+class _Parser:
+    def __init__(self, source: str) -> None:
+        self.source = source
+        self.runs: list[Run] = []
+        self.states: dict[str | None, _State] = {}
+        self.accounting: Counter[str] = Counter()
+        self.pending_command: tuple[int, str] | None = None
+        self.last_key: str | None = None
+
+    # --- runs -------------------------------------------------------------------
+    def _open(self, state: _State, line: int) -> Run:
+        self._close(state)
+        start = line
+        run = Run(tool="nccl-tests", first_line=start)
+        if self.pending_command is not None:
+            run.first_line, command = self.pending_command
+            self._set_command(run, command)
+            self.pending_command = None
+        state.run, state.phase, state.openers = run, "preamble", set()
+        state.layout, state.placements, state.old_keys = None, None, None
+        state.device_index, state.elided = {}, False
+        self.runs.append(run)
+        return run
+
+    def _current(self, state: _State, line: int) -> Run:
+        return state.run if state.run is not None else self._open(state, line)
+
+    def _close(self, state: _State) -> None:
+        run = state.run
+        if run is None:
+            return
+        self._flush_unread(state)
+        if state.pending is not None:
+            number, _ = state.pending
+            run.warn(number, "data row cut by other output and never completed")
+            state.pending = None
+        if run.status == "truncated" and run.rows:
+            run.warn(run.last_line, "input ended before the footer (run truncated)")
+        infer_collective(run, state.old_keys, self.source)
+        infer_ranks(run)
+        if state.elided:
+            infer_nodes_from_elided(run, state.device_index)
+        for row in run.rows:
+            row["collective"] = run.collectives[0] if run.collectives else None
+        state.run = None
+
+    def _set_command(self, run: Run, command: str) -> None:
+        run.command = command
+        match = _BINARY.search(command)
+        if match and match.group("name") in _BINARY_NAMES:
+            run.add_collective(_BINARY_NAMES[match.group("name")])
+
+    # --- lines ------------------------------------------------------------------
+    def feed(self, line: Line) -> None:
+        # Lines without a launcher tag (stderr, a shell) go with the last tagged stream
+        # that has a run; tagged streams are read separately.
+        key = line.stream if line.stream is not None else self.last_key
+        state = self.states.setdefault(key, _State())
+        text = line.text
+        if text.lstrip().startswith("|"):
+            text = _from_markdown_table(text)
+        kind = self._classify(state, line, text)
+        if kind == "warned" and not line.complete and state.run is not None:
+            # A Rank line cut by the end of input still proves that rank exists.
+            cut = _CUT_RANK.match(text.strip().lstrip("#").strip())
+            if cut is not None and state.phase == "preamble":
+                _grow(state.run, int(cut.group(1)))
+            self._current(state, line.number).warn(
+                line.number, "last line cut off by the end of input"
+            )
+            kind = "warned_named"
+        self.accounting[kind] += 1
+        if kind == "warned":
+            state.unread.append(line.number)
+        elif kind != "blank":
+            self._flush_unread(state)
+        if state.run is not None:
+            if kind not in ("blank", "warned"):  # its own lines and NCCL noise
+                state.run.last_line = line.number
+            self.last_key = key
+
+    def _classify(self, state: _State, line: Line, text: str) -> str:
+        stripped = text.strip()
+        if not stripped:
+            return "blank"
+        if _ROW_START.match(text) or (state.pending and _NUMBERS_ONLY.match(text)):
+            return self._data(state, line, text)
+        body = stripped.lstrip("#").strip()
+        if _FAILURE.search(stripped) or (_TOOL_ERROR.match(body) and state.run):
+            run = self._current(state, line.number)
+            if run.status != "failed" and state.phase != "preamble":
+                state.phase = "footer"
+            run.status = "failed"
+            run.error(line.number, stripped)
+            return "error"
+        if (
+            not stripped.startswith("#")
+            and _BINARY.search(stripped)
+            and is_command(stripped)
+        ):
+            self._command(state, line.number, stripped)
+            return "noise"
+        if is_noise(stripped):
+            version = _NCCL_VERSION.search(stripped)
+            if version and state.run is not None and state.run.library_version is None:
+                state.run.library_version = version.group("v")
+                if version.group("lib") == "RCCL":
+                    state.run.tool = "rccl-tests"
+            return "noise"
+        return self._structure(state, line, body, stripped)
+
+    def _structure(self, state: _State, line: Line, body: str, stripped: str) -> str:
+        number = line.number
+        words = body.split()
+        if (match := _VERSION.match(body)) is not None:
+            run = self._opener(state, "version", number)
+            run.tool_version = match.group("v")
+            if match.group("lib"):
+                run.library_version = _nccl_code(int(match.group("lib")))
+            return "structure"
+        if (match := _STARTING.match(body)) is not None:
+            name = match.group("name")
+            if match.group("what") == "starting":
+                run = self._opener(state, "starting", number)
+            else:
+                run = self._current(state, number)
+            stem = name.split("_perf")[0]
+            run.add_collective(_BINARY_NAMES.get(stem))
+            return "structure"
+        if _PARAMS.match(body):
+            run = self._opener(state, "params", number)
+            run.params.update(dict(_PARAM_PAIR.findall(body)))
+            if ":" in words[0]:  # `nThreads: 1 nGpus: 4 nRanks: 1`: rccl-tests' own
+                run.tool = "rccl-tests"
+            return "structure"
+        if (match := _RCCL_VERSION.match(body)) is not None:
+            run = self._current(state, number)
+            run.tool, run.tool_version = "rccl-tests", match.group("v")
+            return "structure"
+        if (match := _COMPILED.match(body)) is not None:
+            self._current(state, number).library_version = match.group("v")
+            return "structure"
+        if (match := _RANK.match(body)) is not None:
+            return self._rank(state, number, match)
+        if body.startswith("Using devices"):
+            if (
+                state.run is None
+                or state.phase != "preamble"
+                or state.run.status == "failed"
+            ):
+                self._open(state, number)
+            return "structure"
+        if is_names_line(words):
+            return self._header(state, number, words)
+        if "out-of-place" in words or words == ["in-place"]:
+            state.placements = placements_from_group_line(words)
+            return "structure"
+        if words and words[0] == "(B)":
+            return "structure"
+        if (match := _OOB.match(body)) is not None:
+            run = self._current(state, number)
+            run.oob_values = int(match.group("n"))
+            run.oob_ok = (
+                None if match.group("ok") is None else match.group("ok") == "OK"
+            )
+            state.phase = "footer"
+            return "structure"
+        if (match := _AVG.match(body)) is not None:
+            return self._average(state, number, match)
+        if body.startswith((*_STRUCTURE_PREFIXES, "......")) or body == "":
+            return self._misc_structure(state, number, body)
+        if is_command(stripped):
+            return "noise"
+        return "warned"
+
+    def _opener(self, state: _State, kind: str, number: int) -> Run:
+        order = _OPENERS[kind]
+        run = state.run
+        if (
+            run is None
+            or state.phase != "preamble"
+            or run.status == "failed"
+            or any(_OPENERS[k] >= order for k in state.openers)
+        ):
+            run = self._open(state, number)
+        state.openers.add(kind)
+        return run
+
+    def _rank(self, state: _State, number: int, match: re.Match[str]) -> str:
+        if (
+            state.run is None
+            or state.phase != "preamble"
+            or state.run.status == "failed"
+        ):
+            self._open(state, number)
+        run = state.run
+        assert run is not None
+        rank = int(match.group("rank"))
+        _grow(run, rank)
+        run.hosts[rank] = match.group("host")
+        run.devices[rank] = match.group("name").strip() or None
+        state.device_index[rank] = int(match.group("dev"))
+        if run.devices[rank] and run.devices[rank].startswith("AMD "):
+            run.tool = "rccl-tests"
+        return "structure"
+
+    def _header(self, state: _State, number: int, words: list[str]) -> str:
+        if state.run is None or state.phase == "footer" or state.run.rows:
+            self._open(state, number)
+        state.layout = layout_from_header(words, state.placements)
+        keys = state.layout.keys
+        if (
+            keys != ("size", "count", "type", "redop", "root")
+            or state.layout.time_in_ms
+        ):
+            state.old_keys = keys  # E0-E2: the key columns tell the collective
+        state.phase = "table"
+        return "structure"
+
+    def _average(self, state: _State, number: int, match: re.Match[str]) -> str:
+        run = self._current(state, number)
+        try:
+            run.avg_busbw_gbps = float(match.group("v"))
+        except ValueError:
+            run.warn(number, f"unreadable average bus bandwidth {match.group('v')!r}")
+        if match.group("ok") is not None:
+            run.avg_busbw_ok = match.group("ok") == "OK"
+        if run.status == "truncated":
+            run.status = "complete"
+        state.phase = "footer"
+        return "structure"
+
+    def _misc_structure(self, state: _State, number: int, body: str) -> str:
+        run = self._current(state, number)
+        if body.startswith("......"):
+            state.elided = True
+        elif body.startswith("Errors with asterisks"):
+            run.tool = "rccl-tests"
+        elif body.startswith("Blocking Enabled"):
+            run.params["blocking"] = body.split(":", 1)[-1].strip()
+        elif body.startswith("GPU memory usage"):
+            run.params["gpu_memory_usage"] = body.split(":", 1)[-1].strip()
+        elif body.startswith("Reducing maxBytes"):
+            run.warn(number, body)
+        elif body.startswith("error:") and body[6:].strip():
+            run.error(number, body)
+        return "structure"
+
+    def _command(self, state: _State, number: int, text: str) -> None:
+        if _BINARY.search(text) is None:
+            return
+        run = state.run
+        if run is None or state.phase != "preamble" or state.openers or run.hosts:
+            self.pending_command = (number, text)
+            self._close(state)
+        else:
+            self._set_command(run, text)
+
+    def _data(self, state: _State, line: Line, text: str) -> str:
+        number = line.number
+        glued = _GLUED_NOISE.search(text)
+        if glued is not None:
+            text = text[: glued.start()]
+        tokens = text.split()
+        if state.pending is not None and not _ROW_START.match(text):
+            first, before = state.pending
+            state.pending = None
+            run = self._current(state, number)
+            run.warn(
+                first, f"data row cut by other output; rejoined with line {number}"
+            )
+            return self._row(state, first, before + tokens, complete=True, at=number)
+        if state.pending is not None:
+            first, _ = state.pending
+            self._current(state, number).warn(
+                first, "data row cut by other output and never completed"
+            )
+            state.pending = None
+        if glued is not None and (
+            state.layout is None or len(tokens) < 3 + state.layout.metric_tokens
+        ):
+            state.pending = (number, tokens)
+            return "measurement"
+        return self._row(state, number, tokens, complete=line.complete, at=number)
+
+    def _row(
+        self, state: _State, number: int, tokens: list[str], complete: bool, at: int
+    ) -> str:
+        if state.run is None or state.phase == "footer":
+            self._open(state, number)
+        run = state.run
+        assert run is not None
+        if not complete:
+            run.warn(number, "last line cut off by the end of input: not a measurement")
+            return "warned_named"
+        if state.layout is None:
+            state.layout = layout_from_row(tokens)
+            if state.layout is None:
+                run.warn(number, "looks like a data row but matches no known layout")
+                return "warned_named"
+        state.phase = "table"
+        try:
+            keys, blocks = read_row(tokens, state.layout)
+        except RowError as exc:
+            run.warn(number, f"unreadable data row: {exc}")
+            return "warned_named"
+        for placement, block in zip(state.layout.placements, blocks, strict=True):
+            if block is None:
+                continue
+            if block.pop("over_tolerance"):
+                run.warn(number, f"{placement} error marked * (over the tolerance)")
+            run.rows.append(
+                {
+                    "line": number,
+                    "placement": placement,
+                    "reported_bytes": keys["size_bytes"],
+                    **keys,
+                    **block,
+                }
+            )
+        return "measurement"
+
+    def _flush_unread(self, state: _State) -> None:
+        if not state.unread:
+            return
+        run = state.run if state.run is not None else self._open(state, state.unread[0])
+        first, last = state.unread[0], state.unread[-1]
+        where = f"line {first}" if first == last else f"lines {first}-{last}"
+        count = len(state.unread)
+        run.warnings.append(
+            f"{where}: {count} line{'s' * (count > 1)} not recognised "
+            "as benchmark output (kept out of the tables)"
+        )
+        state.unread = []
+
+    def finish(self) -> tuple[list[Run], Counter[str]]:
+        for state in self.states.values():
+            self._close(state)
+        # Rows whose warning names them are accounted as warned, not twice.
+        self.accounting["warned"] += self.accounting.pop("warned_named", 0)
+        runs = sorted(
+            (r for r in self.runs if _worth_keeping(r)), key=lambda r: r.first_line
+        )
+        if runs:
+            runs[0].first_line = 1  # what precedes the first run is its context
+        return runs, self.accounting
+
+
+def _grow(run: Run, rank: int) -> None:
+    """Make room for ``rank`` in the per-rank host and device lists."""
+    while len(run.hosts) <= rank:
+        run.hosts.append(None)
+        run.devices.append(None)
+
+
+def _worth_keeping(run: Run) -> bool:
+    return bool(
+        run.rows
+        or run.hosts
+        or run.params
+        or run.errors
+        or run.collectives
+        or run.warnings
+        or run.tool_version
+        or run.avg_busbw_gbps is not None
+        or run.oob_values is not None
+        or run.command
+    )
+
+
+_BINARY_NAMES = {
+    "all_reduce": "all_reduce",
+    "all_gather": "all_gather",
+    "reduce_scatter": "reduce_scatter",
+    "alltoall": "alltoall",
+    "alltoallv": "alltoallv",
+    "broadcast": "broadcast",
+    "reduce": "reduce",
+    "sendrecv": "sendrecv",
+    "gather": "gather",
+    "scatter": "scatter",
+    "hypercube": "hypercube",
+}
+
+
+def _nccl_code(code: int) -> str:
+    """Decode NCCL_VERSION_CODE: major*10000+minor*100+patch since 2.9, else *1000."""
+    if code >= 10000:
+        return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
+    return f"{code // 1000}.{code // 100 % 10}.{code % 100}"
+
+
+def _from_markdown_table(text: str) -> str:
+    """``| 8 | 2 | float |`` pasted as a Markdown table back to whitespace columns."""
+    cells = [c.strip().replace("\\#", "#") for c in text.strip().strip("|").split("|")]
+    if all(set(c) <= set("-: ") for c in cells):
+        return ""
+    return "  ".join(c if c else "" for c in cells)
+
+
+def sniff(head: Sequence[Line]) -> bool:
+    """True when the head holds nccl-tests structure or rows of its table layout."""
+    rows = 0
+    for line in head:
+        body = line.text.strip().lstrip("#").strip()
+        if _PARAMS.match(body) or _VERSION.match(body) or _STARTING.match(body):
+            return True
+        if _RANK.match(body) or is_names_line(body.split()):
+            return True
+        if (
+            _ROW_START.match(line.text)
+            and layout_from_row(line.text.split()) is not None
+        ):
+            rows += 1
+            if rows >= 2 or not line.complete:
+                return True
+    return rows > 0
+
+
+def parse(lines: Iterable[Line], source: str) -> tuple[list[Run], Counter[str]]:
+    """Parse nccl-tests/rccl-tests text output into runs (see module docstring)."""
+    parser = _Parser(source)
+    for line in lines:
+        parser.feed(line)
+    return parser.finish()
+
+
+__all__ = ["NAME", "names_in", "parse", "sniff"]

@@ -1,0 +1,373 @@
+"""Intel oneCCL ``benchmark`` stdout/stderr (every layout 2021.1 to the newest).
+
+Reads the options block into ``params``, one table per (dtype, reduction) section,
+and the rows by header names (``#elem_count``, ``wait_t_avg``, ``avg[usec]`` ...).
+A row timing several collectives (``-l a,b``) has ``grouped`` True and collective
+null. Status: ``failed`` when the benchmark, the library or MPI reported a failure,
+``complete`` after ``# All done`` (or, for 2021.1-2021.2 which print no footer, when
+every expected row is there), otherwise ``truncated``. Format reference:
+``../shared/docs/oneccl-benchmark-format.md``.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+from ..schema import DTYPE_BYTES
+from . import _impi
+from ._lines import Line
+from ._model import Run
+from ._sizes import REDUCING, oneccl_size_bytes
+
+NAME = "oneccl-benchmark"
+TOOL = "oneccl-benchmark"
+
+_COLLECTIVES = {
+    "allreduce": "all_reduce",
+    "allgather": "all_gather",
+    "allgatherv": "all_gather_v",
+    "alltoall": "alltoall",
+    "alltoallv": "alltoallv",
+    "bcast": "broadcast",
+    "bcastExt": "broadcast",
+    "broadcast": "broadcast",
+    "reduce": "reduce",
+    "reduce_scatter": "reduce_scatter",
+}
+# Beta versions used C type names.
+_DTYPES = {
+    "char": "int8",
+    "int": "int32",
+    "int64_t": "int64",
+    "uint64_t": "uint64",
+    "float": "float32",
+    "double": "float64",
+}
+_ROOTED = frozenset({"broadcast", "reduce"})  # the benchmark's COLL_ROOT is 0
+# Header name -> measurement column. `avg_per_buf[usec]` (2021.1-2.2) is t_avg / -n
+# and `wait_t_avg[usec]` (-x on) has no column: both are left out on purpose.
+_COLUMNS = {
+    "#bytes": "reported_bytes",
+    "#elem_count": "count",
+    "#repetitions": "repetitions",
+    "t_min[usec]": "time_min_us",
+    "t_max[usec]": "time_max_us",
+    "t_avg[usec]": "time_us",
+    "avg[usec]": "time_us",
+    "stddev[%]": "stddev_pct",
+    "algbw[GB/s]": "algbw_gbps",
+    "busbw[GB/s]": "busbw_gbps",
+}
+_INTS = frozenset({"reported_bytes", "count", "repetitions"})
+
+# `YYYY:MM:DD-HH:MM:SS:(pid) |CCL_WARN| ...`; `|WARN|` up to library 2021.5.
+_CCL_LOG = re.compile(
+    r"\d{4}:\d{2}:\d{2}-\d{2}:\d{2}:\d{2}:\(\d+\) \|(?:CCL_)?(?P<tag>[A-Z]+)\|"
+)
+_CCL_VERSION = re.compile(r"\|CCL_INFO\| library version: (?:[A-Za-z]+-)?([\d.]+)")
+_SNIFF = re.compile(
+    r"^# Benchmarking: |^# #?processes: \d|found \d+ errors while parsing user "
+    r"options|\[-l,--coll <|what\(\):\s+oneCCL:|ccl::v\d+::exception"
+)
+_OPTION = re.compile(r"^  ([A-Za-z_][\w ]*?):(?:\s+(.*?))?\s*$")
+_ARG = re.compile(r"^arg (\d+): (.*)$")
+_SECTION = re.compile(r"^(datatype|dtype|reduction): (\S+)\s*$")
+_BANNER = re.compile(r"^#-{20,}$")
+_BENCHMARKING = re.compile(r"^# Benchmarking: (.*)$")
+_PROCESSES = re.compile(r"^# #?processes: (\d+)\s*$")
+_NUMBER = re.compile(r"^-?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf)$")
+# Check failures, assertions and exceptions; text of several ranks may be glued.
+_FAILURE = re.compile(
+    r"(?:recv|send)_bufs: buf_idx|^(?:FAILED)+$|ASSERT '.*' FAILED|"
+    r"^terminate called after throwing|^\s*what\(\):|cannot open CSV file|"
+    r"^Cannot launch benchmark|^empty coll list",
+    re.IGNORECASE,
+)
+# Option errors, printed by every rank before initialisation.
+_OPTION_ERROR = re.compile(
+    r"^failed to parse|^found \d+ errors while parsing user options|"
+    r"^non-option ARGV-elements given|is not supported for \S+ yet|"
+    r": unrecognized option|: invalid option --|: option .*requires an argument"
+)
+# Printed before an option error or, with checking on, before a run that goes on.
+_PENDING = re.compile(
+    r"^unsupported \w+: |^supported values: |^correctness checking is not implemented"
+)
+_USAGE_LINE = re.compile(r"^(?:\t|OPTIONS:|example:)")
+_STRUCTURE = re.compile(r"^(?:PASSED|do unordered test)$")
+
+
+def sniff(head: Sequence[Line]) -> bool:
+    """Whether ``head`` is oneCCL benchmark output (stdout/stderr, not its CSV)."""
+    return any(_SNIFF.search(ln.text) or _CCL_LOG.search(ln.text) for ln in head)
+
+
+def parse(lines: Iterable[Line], source: str) -> tuple[list[Run], Counter[str]]:
+    """Parse oneCCL benchmark output; returns its runs and the line accounting."""
+    parser = _Parser()
+    for line in lines:
+        parser.feed(line)
+    parser.finish()
+    return parser.runs, parser.kinds
+
+
+class _Parser:
+    def __init__(self) -> None:
+        self.runs: list[Run] = []
+        self.kinds: Counter[str] = Counter()
+        self.run: Run | None = None
+        self._reset()
+
+    def _start(self, line: Line) -> Run:
+        if self.run is not None:
+            self._finish_run()
+        self.run = Run(tool=TOOL, first_line=line.number)
+        self.runs.append(self.run)
+        self._reset()
+        return self.run
+
+    def _reset(self) -> None:
+        self.failure = False
+        self.footer = False
+        self.cut = False  # a partial last line
+        self.mode = ""  # "options", "usage", "dump" (a CCL_INFO {...} block)
+        self.pending: list[tuple[int, str]] = []
+        self.dtype = ""
+        self.redop = ""
+        self.names: list[str] = []
+        self.columns: list[str] = []
+        self.last_arg = -1
+
+    def feed(self, line: Line) -> None:
+        run = self.run
+        text = line.text
+        if run is None or (self.footer and text.strip() and not _is_noise(text)):
+            run = self._start(line)
+        run.last_line = line.number
+        if not line.complete and text.strip():
+            self.cut = True
+        kind = self._classify(run, line, text)
+        self.kinds[kind] += 1
+
+    def _classify(self, run: Run, line: Line, text: str) -> str:
+        number = line.number
+        if self.mode == "dump":
+            if text == "}":
+                self.mode = ""
+            return "noise"
+        log = _CCL_LOG.search(text)
+        if log:
+            version = _CCL_VERSION.search(text)
+            if version:
+                run.library_version = version.group(1)
+            head = text[: log.start()]
+            if head.strip():
+                run.warn(number, "benchmark output and a oneCCL message on one line")
+                return self._classify(run, line, head)
+            if log.group("tag") == "ERROR":
+                run.error(number, text[log.start() :])
+                self.failure = True
+                return "error"
+            return "noise"
+        if not text.strip():
+            return "blank"
+        if text == "{":
+            self.mode = "dump"
+            return "noise"
+        mpi = _impi.classify(text)
+        if mpi is not None:
+            return self._mpi(run, number, mpi)
+        if self.mode == "usage" and _USAGE_LINE.match(text):
+            return "structure"
+        if text == "USAGE:":
+            self.mode = "usage"
+            if not run.errors and not self.pending:
+                run.warn(number, "usage text only: the benchmark ran nothing")
+            self.failure = True
+            return "structure"
+        if self.mode == "options":
+            option = _OPTION.match(text)
+            if option:
+                self._option(run, option.group(1), option.group(2) or "")
+                return "structure"
+        return self._content(run, line, text)
+
+    def _content(self, run: Run, line: Line, text: str) -> str:
+        number = line.number
+        stripped = text.strip()
+        if stripped == "options:":
+            if run.params:  # a second launch without a footer between
+                run = self._start(line)
+                run.last_line = number
+            self._flush_pending(run, as_errors=False)
+            self.mode = "options"
+            return "structure"
+        section = _SECTION.match(text)
+        if section:
+            self.mode = ""
+            if section.group(1) == "reduction":
+                self.redop = section.group(2)
+            else:
+                self.dtype = _DTYPES.get(section.group(2), section.group(2))
+            return "structure"
+        if _BANNER.match(text) or _STRUCTURE.match(stripped):
+            return "structure"
+        bench = _BENCHMARKING.match(text)
+        if bench:
+            self.names = [_COLLECTIVES.get(n, n) for n in bench.group(1).split()]
+            for name in self.names:
+                run.add_collective(name)
+            return "structure"
+        procs = _PROCESSES.match(text)
+        if procs:
+            run.nranks = int(procs.group(1))
+            return "structure"
+        if stripped.startswith("#bytes"):
+            self.columns = stripped.split()
+            return "structure"
+        if stripped == "# All done":
+            self.footer = True
+            return "structure"
+        if self.columns and _NUMBER.match(stripped.split()[0]):
+            return self._row(run, line, stripped.split())
+        return self._message(run, number, text)
+
+    def _message(self, run: Run, number: int, text: str) -> str:
+        stripped = text.strip()
+        arg = _ARG.match(text)
+        if arg:
+            # Every rank prints the list: keep one copy.
+            index = int(arg.group(1))
+            if index == 0:
+                run.command = arg.group(2)
+            elif run.command is not None and index == self.last_arg + 1:
+                run.command += " " + arg.group(2)
+            self.last_arg = index
+            return "structure"
+        if _PENDING.match(stripped):
+            self.pending.append((number, stripped))
+            return "structure"  # recounted as "error" if an option error follows
+        if stripped.startswith("WARN: "):
+            self._flush_pending(run, as_errors=False)
+            run.warn(number, f"benchmark: {stripped}")
+            return "structure"
+        if _OPTION_ERROR.search(stripped) or _FAILURE.search(stripped):
+            self._flush_pending(run, as_errors=True)
+            run.error(number, stripped)
+            self.failure = True
+            return "error"
+        run.warn(number, f"unrecognised line: {stripped[:80]!r}")
+        return "warned"
+
+    def _mpi(self, run: Run, number: int, mpi: _impi.MpiLine) -> str:
+        if mpi.message is not None:
+            run.error(number, mpi.message)
+        self.failure = self.failure or mpi.failure
+        if mpi.rank_host is not None:
+            rank, host = mpi.rank_host
+            run.hosts.extend([None] * (rank + 1 - len(run.hosts)))
+            run.hosts[rank] = host
+            run.nnodes = len({h for h in run.hosts if h is not None})
+        return mpi.kind
+
+    def _option(self, run: Run, key: str, value: str) -> None:
+        run.params[key] = value
+        if key in ("processes", "ranks"):
+            run.nranks = int(value) if value.isdigit() else run.nranks
+        elif key in ("collectives", "colls"):
+            for name in value.split():
+                run.add_collective(_COLLECTIVES.get(name, name))
+
+    def _flush_pending(self, run: Run, *, as_errors: bool) -> None:
+        for number, text in self.pending:
+            if as_errors:
+                run.error(number, text)
+                self.kinds["structure"] -= 1
+                self.kinds["error"] += 1
+            else:
+                run.warn(number, f"benchmark: {text}")
+        self.pending.clear()
+
+    def _row(self, run: Run, line: Line, tokens: list[str]) -> str:
+        number = line.number
+        if not line.complete:
+            run.warn(number, "partial last line (no newline): row not read")
+            return "warned"
+        if len(tokens) != len(self.columns) or not all(map(_NUMBER.match, tokens)):
+            run.warn(
+                number,
+                f"expected {len(self.columns)} columns, found {len(tokens)}: "
+                "row not read",
+            )
+            return "warned"
+        values: dict[str, Any] = {}
+        for name, token in zip(self.columns, tokens, strict=True):
+            column = _COLUMNS.get(name)
+            if column is not None:
+                values[column] = int(token) if column in _INTS else float(token)
+        if "reported_bytes" not in values or "time_us" not in values:
+            run.warn(number, "table without #bytes or time column: row not read")
+            return "warned"
+        run.rows.append(self._measurement(run, number, values))
+        return "measurement"
+
+    def _measurement(
+        self, run: Run, number: int, values: dict[str, Any]
+    ) -> dict[str, Any]:
+        grouped = len(self.names) > 1
+        collective = None if grouped or not self.names else self.names[0]
+        nranks = run.nranks or 1
+        reported = values["reported_bytes"]
+        if "count" not in values and self.dtype in DTYPE_BYTES:
+            values["count"] = reported // DTYPE_BYTES[self.dtype]
+        reduces = any(name in REDUCING for name in self.names)
+        if collective == "reduce_scatter" and values.get("count", nranks) < nranks:
+            run.warn(number, "reduce_scatter count below the rank count: no-op row")
+        return {
+            **values,
+            "line": number,
+            "collective": collective,
+            "placement": "in-place"
+            if run.params.get("inplace") == "1"
+            else "out-of-place",
+            "size_bytes": oneccl_size_bytes(collective, reported, nranks),
+            "dtype": self.dtype,
+            "redop": (self.redop or None) if reduces else None,
+            "root": 0 if collective in _ROOTED else None,
+            "grouped": grouped,
+        }
+
+    def finish(self) -> None:
+        if self.run is not None:
+            self._finish_run()
+
+    def _finish_run(self) -> None:
+        run = self.run
+        assert run is not None
+        self._flush_pending(run, as_errors=False)
+        if self.failure:
+            run.status = "failed"
+        elif self.footer or (
+            # 2021.1-2021.2 (the avg[usec] tables) print no footer.
+            "avg[usec]" in self.columns and not self.cut and _all_rows(run)
+        ):
+            run.status = "complete"
+        else:
+            run.status = "truncated"
+        self.run = None
+
+
+def _is_noise(text: str) -> bool:
+    return bool(_CCL_LOG.search(text)) or _impi.classify(text) is not None
+
+
+def _all_rows(run: Run) -> bool:
+    """Whether a footer-less (2021.1-2021.2) run printed every row its options ask."""
+    sections = 1
+    for key in ("datatypes", "reductions"):
+        sections *= len(run.params.get(key, "").split())
+    counts = run.params.get("elem_counts", "").strip("[] ").split()
+    return bool(sections and counts) and len(run.rows) == sections * len(counts)

@@ -1,0 +1,213 @@
+"""The result tables: Arrow schemas, column names and ``SCHEMA_VERSION``.
+
+``../shared/docs/schema.md`` is the contract; this module is its only implementation.
+Every table ncclparse produces is built by :func:`measurements_table` /
+:func:`runs_table` and carries ``ncclparse.schema_version`` in its schema metadata.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pyarrow as pa
+
+from .errors import SchemaError
+
+# Schema history:
+#   1 - first release: measurements + runs as documented in schema.md.
+#       Columns added after the documented set (additions do not bump the version):
+#       measurements: wrong_kind, cputime, time_p99_us, timestamp, grouped;
+#       runs: command, oob_ok, avg_busbw_ok.
+SCHEMA_VERSION = 1
+VERSION_KEY = b"ncclparse.schema_version"
+
+MEASUREMENT_FIELDS: tuple[pa.Field, ...] = (
+    pa.field("source", pa.string(), nullable=False),
+    pa.field("run", pa.int32(), nullable=False),
+    pa.field("line", pa.int64(), nullable=False),
+    pa.field("tool", pa.string(), nullable=False),
+    pa.field("tool_version", pa.string()),
+    pa.field("collective", pa.string()),
+    pa.field("placement", pa.string(), nullable=False),
+    pa.field("size_bytes", pa.int64(), nullable=False),
+    pa.field("reported_bytes", pa.int64(), nullable=False),
+    pa.field("count", pa.int64()),
+    pa.field("dtype", pa.string(), nullable=False),
+    pa.field("redop", pa.string()),
+    pa.field("root", pa.int32()),
+    pa.field("time_us", pa.float64(), nullable=False),
+    pa.field("time_min_us", pa.float64()),
+    pa.field("time_max_us", pa.float64()),
+    pa.field("stddev_pct", pa.float64()),
+    pa.field("repetitions", pa.int64()),
+    pa.field("algbw_gbps", pa.float64()),
+    pa.field("busbw_gbps", pa.float64()),
+    pa.field("wrong", pa.float64()),
+    pa.field("nranks", pa.int32()),
+    pa.field("nnodes", pa.int32()),
+    pa.field("device", pa.string()),
+    # Additions to the documented set.
+    # `count` for nccl-tests `#wrong`, `max_deviation` for the E0-E2 `error`/`res`
+    # column (a float where small non-zero values are normal rounding).
+    pa.field("wrong_kind", pa.string()),
+    # nccl-tests -C 1: the time is CPU launch time, not the collective's duration.
+    pa.field("cputime", pa.bool_(), nullable=False),
+    # nccl-tests -I 1 per-iteration p99 (i_p99); i_min/i_max go to time_min/max_us
+    # and i_cv% to stddev_pct.
+    pa.field("time_p99_us", pa.float64()),
+    # nccl-tests -S 1 local timestamp as printed ("YYYY-MM-DD HH:MM:SS").
+    pa.field("timestamp", pa.string()),
+    # The time covers a group of collectives (oneCCL -l a,b,c): never treat it as
+    # one collective's time.
+    pa.field("grouped", pa.bool_(), nullable=False),
+)
+
+RUN_FIELDS: tuple[pa.Field, ...] = (
+    pa.field("source", pa.string(), nullable=False),
+    pa.field("run", pa.int32(), nullable=False),
+    pa.field("tool", pa.string(), nullable=False),
+    pa.field("tool_version", pa.string()),
+    pa.field("collectives", pa.list_(pa.string()), nullable=False),
+    pa.field("status", pa.string(), nullable=False),
+    pa.field("first_line", pa.int64(), nullable=False),
+    pa.field("last_line", pa.int64(), nullable=False),
+    pa.field("rows", pa.int64(), nullable=False),
+    pa.field("nranks", pa.int32()),
+    pa.field("nnodes", pa.int32()),
+    # One entry per rank, index = rank; null where the log elided that rank's line.
+    pa.field("hosts", pa.list_(pa.string()), nullable=False),
+    pa.field("devices", pa.list_(pa.string()), nullable=False),
+    pa.field("library_version", pa.string()),
+    pa.field("params", pa.map_(pa.string(), pa.string()), nullable=False),
+    pa.field("avg_busbw_gbps", pa.float64()),
+    pa.field("oob_values", pa.int64()),
+    pa.field("errors", pa.list_(pa.string()), nullable=False),
+    pa.field("warnings", pa.list_(pa.string()), nullable=False),
+    # Additions to the documented set.
+    pa.field(
+        "command", pa.string()
+    ),  # the benchmark's command line, when the log shows it
+    pa.field("oob_ok", pa.bool_()),  # OK / FAILED after "Out of bounds values"
+    pa.field(
+        "avg_busbw_ok", pa.bool_()
+    ),  # OK / FAILED after the average (NCCL_TESTS_MIN_BW)
+)
+
+_METADATA = {VERSION_KEY: str(SCHEMA_VERSION).encode()}
+MEASUREMENTS_SCHEMA = pa.schema(MEASUREMENT_FIELDS, metadata=_METADATA)
+RUNS_SCHEMA = pa.schema(RUN_FIELDS, metadata=_METADATA)
+MEASUREMENT_COLUMNS = tuple(f.name for f in MEASUREMENT_FIELDS)
+RUN_COLUMNS = tuple(f.name for f in RUN_FIELDS)
+
+STATUSES = ("complete", "truncated", "failed")
+PLACEMENTS = ("out-of-place", "in-place")
+COLLECTIVES = (
+    "all_reduce",
+    "all_gather",
+    "all_gather_v",
+    "reduce_scatter",
+    "alltoall",
+    "alltoallv",
+    "broadcast",
+    "reduce",
+    "sendrecv",
+    "gather",
+    "scatter",
+    "hypercube",
+)
+DTYPES = (
+    "int8",
+    "uint8",
+    "int32",
+    "uint32",
+    "int64",
+    "uint64",
+    "float16",
+    "bfloat16",
+    "float32",
+    "float64",
+    "float8_e4m3",
+    "float8_e5m2",
+)
+DTYPE_BYTES = {
+    "int8": 1,
+    "uint8": 1,
+    "int32": 4,
+    "uint32": 4,
+    "int64": 8,
+    "uint64": 8,
+    "float16": 2,
+    "bfloat16": 2,
+    "float32": 4,
+    "float64": 8,
+    "float8_e4m3": 1,
+    "float8_e5m2": 1,
+}
+
+
+def measurements_table(columns: Mapping[str, Sequence[Any]]) -> pa.Table:
+    """Build a ``measurements`` table from column lists; missing columns are null.
+
+    Raises SchemaError when a non-nullable column holds a null.
+    """
+    return _build(MEASUREMENTS_SCHEMA, columns)
+
+
+def runs_table(columns: Mapping[str, Sequence[Any]]) -> pa.Table:
+    """Build a ``runs`` table from column lists; missing columns are null/empty."""
+    return _build(RUNS_SCHEMA, columns)
+
+
+def _build(schema: pa.Schema, columns: Mapping[str, Sequence[Any]]) -> pa.Table:
+    unknown = set(columns) - set(schema.names)
+    if unknown:
+        raise SchemaError(f"unknown column(s): {', '.join(sorted(unknown))}")
+    length = len(next(iter(columns.values()))) if columns else 0
+    arrays = []
+    for field in schema:
+        values = columns.get(field.name)
+        if values is None:
+            values = [None] * length
+        arrays.append(pa.array(values, type=field.type))
+    table = pa.Table.from_arrays(arrays, schema=schema)
+    conform(table, schema)
+    return table
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Check that ``table`` matches ``schema`` (types, non-null columns, version).
+
+    Returns the table cast to the schema (extra columns are kept after the known ones).
+    Raises SchemaError naming the first column that does not fit.
+    """
+    meta = table.schema.metadata or {}
+    found = meta.get(VERSION_KEY)
+    if found is not None and found != str(SCHEMA_VERSION).encode():
+        raise SchemaError(
+            f"table was written with ncclparse schema {found.decode()}; "
+            f"this version reads schema {SCHEMA_VERSION}: upgrade ncclparse"
+        )
+    for field in schema:
+        if field.name not in table.column_names:
+            raise SchemaError(f"column {field.name!r} is missing")
+        column = table.column(field.name)
+        if not column.type.equals(field.type):
+            raise SchemaError(
+                f"column {field.name!r}: expected {field.type}, found {column.type}"
+            )
+        if not field.nullable and column.null_count:
+            raise SchemaError(f"column {field.name!r} holds nulls but may not")
+    extra = [name for name in table.column_names if name not in schema.names]
+    ordered = table.select([*schema.names, *extra])
+    return ordered.replace_schema_metadata({**meta, **schema.metadata})
+
+
+def empty_measurements() -> pa.Table:
+    """An empty ``measurements`` table with the full schema."""
+    return MEASUREMENTS_SCHEMA.empty_table()
+
+
+def empty_runs() -> pa.Table:
+    """An empty ``runs`` table with the full schema."""
+    return RUNS_SCHEMA.empty_table()

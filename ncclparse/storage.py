@@ -1,0 +1,146 @@
+"""Read and write result tables on disk, keeping the schema metadata.
+
+Formats by file extension: ``.parquet``, ``.arrow``/``.feather``/``.ipc`` (Arrow IPC
+file), ``.csv``, ``.jsonl``/``.ndjson`` (JSON Lines). Every write is atomic: the table
+goes to a temporary file beside the target, which is renamed over it only when
+complete, so a reader never sees half a file.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO, Any
+
+import pyarrow as pa
+import pyarrow.csv as pa_csv
+import pyarrow.feather as feather
+import pyarrow.parquet as pq
+
+from ncclparse.errors import InputError, NcclParseError
+
+FORMATS = ("parquet", "arrow", "csv", "jsonl")
+_BY_SUFFIX = {
+    ".parquet": "parquet",
+    ".pq": "parquet",
+    ".arrow": "arrow",
+    ".feather": "arrow",
+    ".ipc": "arrow",
+    ".csv": "csv",
+    ".jsonl": "jsonl",
+    ".ndjson": "jsonl",
+}
+
+
+def format_for(path: Path, explicit: str | None = None) -> str:
+    """The output format: ``explicit`` if given, else from the file extension.
+
+    Raises NcclParseError when the extension names no known format.
+    """
+    if explicit is not None:
+        return explicit
+    found = _BY_SUFFIX.get(path.suffix.lower())
+    if found is None:
+        known = ", ".join(sorted(_BY_SUFFIX))
+        raise NcclParseError(
+            f"{path}: cannot tell the format from the extension {path.suffix!r} "
+            f"(use one of {known}, or --format)"
+        )
+    return found
+
+
+def write_table(table: pa.Table, path: Path, fmt: str | None = None) -> None:
+    """Write ``table`` to ``path`` atomically in ``fmt`` (default: by extension)."""
+    fmt = format_for(path, fmt)
+    with atomic_output(path, binary=True) as handle:
+        write_to(table, handle, fmt)
+
+
+def write_to(table: pa.Table, handle: IO[bytes], fmt: str) -> None:
+    """Write ``table`` to an open binary stream (e.g. standard output)."""
+    if fmt == "parquet":
+        pq.write_table(table, handle)
+    elif fmt == "arrow":
+        feather.write_feather(table, handle, compression="uncompressed")
+    elif fmt == "csv":
+        pa_csv.write_csv(_flat(table), handle)
+    elif fmt == "jsonl":
+        maps = [f.name for f in table.schema if pa.types.is_map(f.type)]
+        for batch in table.to_batches(max_chunksize=10_000):
+            for row in batch.to_pylist():
+                for name in maps:  # Arrow maps come back as (key, value) pairs
+                    row[name] = dict(row[name] or ())
+                handle.write(json.dumps(_jsonable(row)).encode() + b"\n")
+    else:
+        raise NcclParseError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+
+
+def read_table(path: Path) -> pa.Table:
+    """Read a table written by :func:`write_table` (Parquet or Arrow IPC)."""
+    fmt = format_for(path)
+    try:
+        if fmt == "parquet":
+            return pq.read_table(path)
+        if fmt == "arrow":
+            return feather.read_table(path)
+    except OSError as exc:
+        raise InputError(f"{path}: cannot read table: {exc}") from exc
+    raise NcclParseError(f"{path}: only Parquet and Arrow IPC tables can be read back")
+
+
+@contextmanager
+def atomic_output(path: Path, *, binary: bool) -> Iterator[IO[Any]]:
+    """Open a temporary file beside ``path``; rename it to ``path`` on success.
+
+    On any error (or interruption) the temporary file is removed and ``path`` is left
+    as it was. Raises NcclParseError when the directory cannot be written.
+    """
+    directory = path.parent if str(path.parent) else Path(".")
+    try:
+        fd, temp_name = tempfile.mkstemp(
+            prefix=f".{path.name}.", suffix=".tmp", dir=directory
+        )
+    except OSError as exc:
+        raise NcclParseError(f"{path}: cannot write: {exc.strerror}") from exc
+    try:
+        mode, encoding = ("wb", None) if binary else ("w", "utf-8")
+        with os.fdopen(fd, mode, encoding=encoding) as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(temp_name, path)
+    except BaseException as exc:
+        Path(temp_name).unlink(missing_ok=True)
+        if isinstance(exc, OSError):
+            raise NcclParseError(f"{path}: cannot write: {exc.strerror}") from exc
+        raise
+
+
+def _flat(table: pa.Table) -> pa.Table:
+    """CSV holds no lists or maps: render those columns as JSON text."""
+    columns = []
+    for field, column in zip(table.schema, table.columns, strict=True):
+        if pa.types.is_map(field.type):
+            values = [json.dumps(dict(v or ())) for v in column.to_pylist()]
+            columns.append(pa.array(values, type=pa.string()))
+        elif pa.types.is_list(field.type):
+            values = [json.dumps(_jsonable(v)) for v in column.to_pylist()]
+            columns.append(pa.array(values, type=pa.string()))
+        else:
+            columns.append(column)
+    return pa.Table.from_arrays(columns, names=table.column_names)
+
+
+def _jsonable(value: Any) -> Any:
+    """Replace NaN (not valid JSON) by null, recursively."""
+    if isinstance(value, dict):
+        return {k: _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, float) and value != value:
+        return None
+    return value
