@@ -14,7 +14,8 @@ class NcclParseError(Exception):
 class LogFormatError(NcclParseError):
     """A line of a recognised log cannot be read.
 
-    ``str()`` renders ``source:line: message``, then the line and a caret under ``span``.
+    ``str()`` renders ``source:line: message``, then the line and a caret under
+    ``span``.
     """
 
     def __init__(

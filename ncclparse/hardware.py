@@ -90,7 +90,9 @@ class HardwareProfile:
         return out
 
 
-_NVIDIA_NVLINK = "NVIDIA {gpu} datasheet: NVLink {bidir} GB/s bidirectional per GPU, halved"
+_NVIDIA_NVLINK = (
+    "NVIDIA {gpu} datasheet: NVLink {bidir} GB/s bidirectional per GPU, halved"
+)
 _CX7 = "{n} x ConnectX-7 400 Gb/s (50 GB/s) per node, {system} datasheet"
 
 PRESETS: dict[str, HardwareProfile] = {
@@ -107,7 +109,10 @@ PRESETS: dict[str, HardwareProfile] = {
             device_pattern=r"\bA100\b(?!.*PCIE)",
             sources=(
                 ("intra_gbps", _NVIDIA_NVLINK.format(gpu="A100 SXM4", bidir=600)),
-                ("inter_gbps", "8 x ConnectX-6 HDR 200 Gb/s (25 GB/s), DGX A100 datasheet"),
+                (
+                    "inter_gbps",
+                    "8 x ConnectX-6 HDR 200 Gb/s (25 GB/s), DGX A100 datasheet",
+                ),
                 ("nic_gbps", "200 Gb/s HDR InfiniBand = 25 GB/s"),
             ),
         ),
@@ -121,10 +126,16 @@ PRESETS: dict[str, HardwareProfile] = {
             nic_gbps=50.0,
             device_pattern=r"\bH100\b(?!.*(PCIE|NVL))",
             sources=(
-                ("intra_gbps", _NVIDIA_NVLINK.format(gpu="H100 SXM5", bidir=900)
-                 + "; seed 003 uses B = 450 GB/s"),
-                ("inter_gbps", _CX7.format(n=8, system="DGX H100")
-                 + "; seed 000: 8 x 400 Gbps NICs = 400 GB/s per node"),
+                (
+                    "intra_gbps",
+                    _NVIDIA_NVLINK.format(gpu="H100 SXM5", bidir=900)
+                    + "; seed 003 uses B = 450 GB/s",
+                ),
+                (
+                    "inter_gbps",
+                    _CX7.format(n=8, system="DGX H100")
+                    + "; seed 000: 8 x 400 Gbps NICs = 400 GB/s per node",
+                ),
                 ("nic_gbps", "400 Gb/s NDR InfiniBand = 50 GB/s (seed 000, seed 002)"),
             ),
         ),
@@ -170,9 +181,15 @@ PRESETS: dict[str, HardwareProfile] = {
             device_pattern=r"\bGB200\b",
             sources=(
                 ("intra_gbps", _NVIDIA_NVLINK.format(gpu="GB200 NVL72", bidir=1800)),
-                ("inter_gbps", "one 400 Gb/s NIC per GPU (NVIDIA DGX GB200 reference "
-                 "design): 72 x 50 GB/s per NVLink domain"),
-                ("gpus_per_node", "NVIDIA GB200 NVL72 spec: 72 GPUs in one NVLink domain"),
+                (
+                    "inter_gbps",
+                    "one 400 Gb/s NIC per GPU (NVIDIA DGX GB200 reference "
+                    "design): 72 x 50 GB/s per NVLink domain",
+                ),
+                (
+                    "gpus_per_node",
+                    "NVIDIA GB200 NVL72 spec: 72 GPUs in one NVLink domain",
+                ),
             ),
         ),
         HardwareProfile(
@@ -185,10 +202,16 @@ PRESETS: dict[str, HardwareProfile] = {
             nic_gbps=50.0,
             device_pattern=r"MI300X",
             sources=(
-                ("intra_gbps", "AMD Instinct MI300X datasheet: 7 Infinity Fabric links x "
-                 "128 GB/s bidirectional = 896 GB/s, halved"),
-                ("inter_gbps", "typical 8 x 400 Gb/s NICs per node (AMD MI300X platform "
-                 "reference); override with --inter-bw for your cluster"),
+                (
+                    "intra_gbps",
+                    "AMD Instinct MI300X datasheet: 7 Infinity Fabric links x "
+                    "128 GB/s bidirectional = 896 GB/s, halved",
+                ),
+                (
+                    "inter_gbps",
+                    "typical 8 x 400 Gb/s NICs per node (AMD MI300X platform "
+                    "reference); override with --inter-bw for your cluster",
+                ),
             ),
         ),
         HardwareProfile(
@@ -208,16 +231,31 @@ PRESETS: dict[str, HardwareProfile] = {
             device_pattern=r"Max 1550",
             sources=(
                 ("gpus_per_node", "seed 004: up to 12 ranks (tiles) per node"),
-                ("intra_gbps", "seed 004 sec. 2/5: Xe-link 53 GB/s unidirectional [Int23]"),
+                (
+                    "intra_gbps",
+                    "seed 004 sec. 2/5: Xe-link 53 GB/s unidirectional [Int23]",
+                ),
                 ("inter_gbps", "seed 004 sec. 2: 8 NICs x 25 GB/s theoretical"),
                 ("nic_gbps", "seed 004 sec. 3: 23 GB/s, the figure its tables use"),
                 ("nic_derating", "seed 004 sec. 3.1: 80 % of NIC capacity achievable"),
-                ("pcie_gbps", "seed 004 sec. 3: 42 GB/s used in its tables (55 best, 64 max)"),
+                (
+                    "pcie_gbps",
+                    "seed 004 sec. 3: 42 GB/s used in its tables (55 best, 64 max)",
+                ),
                 ("xe_link_gbps", "seed 004 sec. 2: 15 GB/s, ALCF acceptance data"),
-                ("xe_links", "Aurora node: 6 GPUs; seed 004 tables imply one Xe-link "
-                 "per GPU engaged (R/2 for R ranks)"),
-                ("mdfi_gbps", "seed 004 sec. 2: 196 GB/s, ALCF acceptance data (~220 spec)"),
-                ("host_staging", "seed 004 Eq. 6: data copied to host and back over PCIe"),
+                (
+                    "xe_links",
+                    "Aurora node: 6 GPUs; seed 004 tables imply one Xe-link "
+                    "per GPU engaged (R/2 for R ranks)",
+                ),
+                (
+                    "mdfi_gbps",
+                    "seed 004 sec. 2: 196 GB/s, ALCF acceptance data (~220 spec)",
+                ),
+                (
+                    "host_staging",
+                    "seed 004 Eq. 6: data copied to host and back over PCIe",
+                ),
             ),
         ),
     )
@@ -264,7 +302,9 @@ def load_profile(path: str | Path) -> HardwareProfile:
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as exc:
-        raise ProfileError(f"cannot read profile {str(path)!r}: {exc.strerror}") from exc
+        raise ProfileError(
+            f"cannot read profile {str(path)!r}: {exc.strerror}"
+        ) from exc
     except tomllib.TOMLDecodeError as exc:
         raise ProfileError(f"profile {str(path)!r} is not valid TOML: {exc}") from exc
     return profile_from_mapping(data, default_name=path.stem)
@@ -278,7 +318,9 @@ def profile_from_mapping(data: dict[str, Any], *, default_name: str) -> Hardware
     unknown = set(data) - set(_FIGURES) - _PLAIN
     if unknown:
         known = ", ".join(sorted(set(_FIGURES) | _PLAIN | {"base", "sources"}))
-        raise ProfileError(f"unknown profile key(s) {sorted(unknown)}: known keys: {known}")
+        raise ProfileError(
+            f"unknown profile key(s) {sorted(unknown)}: known keys: {known}"
+        )
     values: dict[str, Any] = {"name": default_name, "description": "user profile"}
     if base_name is not None:
         values.update(_preset(str(base_name)).as_dict())
@@ -359,7 +401,9 @@ def resolve_profile(
         changes["hosts_per_node"] = 1
     if changes and profile.name != "custom":
         shown = ", ".join(f"{k}={v:g}" for k, v in changes.items())
-        notes.append(f"profile {profile.name!r} overridden on the command line: {shown}")
+        notes.append(
+            f"profile {profile.name!r} overridden on the command line: {shown}"
+        )
     if changes:
         src = dict(profile.sources) | {k: "command line" for k in changes}
         profile = replace(profile, **changes, sources=tuple(src.items()))

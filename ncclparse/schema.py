@@ -192,7 +192,7 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
         if field.name not in table.column_names:
             raise SchemaError(f"column {field.name!r} is missing")
         column = table.column(field.name)
-        if not column.type.equals(field.type):
+        if not _same_type(column.type, field.type):
             raise SchemaError(
                 f"column {field.name!r}: expected {field.type}, found {column.type}"
             )
@@ -200,7 +200,18 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
             raise SchemaError(f"column {field.name!r} holds nulls but may not")
     extra = [name for name in table.column_names if name not in schema.names]
     ordered = table.select([*schema.names, *extra])
-    return ordered.replace_schema_metadata({**meta, **schema.metadata})
+    target = pa.schema(
+        [*schema, *(ordered.schema.field(name) for name in extra)],
+        metadata={**meta, **schema.metadata},
+    )
+    return ordered.cast(target)
+
+
+def _same_type(found: pa.DataType, expected: pa.DataType) -> bool:
+    # Parquet renames list items ("item" -> "element"); the types are the same.
+    if pa.types.is_list(found) and pa.types.is_list(expected):
+        return _same_type(found.value_type, expected.value_type)
+    return found.equals(expected)
 
 
 def empty_measurements() -> pa.Table:

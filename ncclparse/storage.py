@@ -21,6 +21,7 @@ import pyarrow.csv as pa_csv
 import pyarrow.feather as feather
 import pyarrow.parquet as pq
 
+from ncclparse import schema
 from ncclparse.errors import InputError, NcclParseError
 
 FORMATS = ("parquet", "arrow", "csv", "jsonl")
@@ -80,16 +81,28 @@ def write_to(table: pa.Table, handle: IO[bytes], fmt: str) -> None:
 
 
 def read_table(path: Path) -> pa.Table:
-    """Read a table written by :func:`write_table` (Parquet or Arrow IPC)."""
+    """Read a ``measurements`` or ``runs`` table written by :func:`write_table`.
+
+    Parquet or Arrow IPC only. Raises SchemaError when the table does not conform.
+    """
     fmt = format_for(path)
     try:
         if fmt == "parquet":
-            return pq.read_table(path)
-        if fmt == "arrow":
-            return feather.read_table(path)
+            table = pq.read_table(path)
+        elif fmt == "arrow":
+            table = feather.read_table(path)
+        else:
+            raise NcclParseError(
+                f"{path}: only Parquet and Arrow IPC tables can be read back"
+            )
     except OSError as exc:
         raise InputError(f"{path}: cannot read table: {exc}") from exc
-    raise NcclParseError(f"{path}: only Parquet and Arrow IPC tables can be read back")
+    known = (
+        schema.RUNS_SCHEMA
+        if "status" in table.column_names
+        else (schema.MEASUREMENTS_SCHEMA)
+    )
+    return schema.conform(table, known)
 
 
 @contextmanager

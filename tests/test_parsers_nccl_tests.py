@@ -20,8 +20,18 @@ from tests.conftest import FIXTURES, NCCL_LOGS
 
 EXPECTED = FIXTURES / "expected" / "nccl"
 RUN_KEYS = (
-    "status", "collectives", "nranks", "nnodes", "rows", "first_line", "last_line",
-    "avg_busbw_gbps", "oob_values", "tool", "tool_version", "library_version",
+    "status",
+    "collectives",
+    "nranks",
+    "nnodes",
+    "rows",
+    "first_line",
+    "last_line",
+    "avg_busbw_gbps",
+    "oob_values",
+    "tool",
+    "tool_version",
+    "library_version",
 )
 # (file stem, run index, key) -> (what the parser gives, why it differs from the reading)
 DEVIATIONS: dict[tuple[str, int, str], tuple[Any, str]] = {

@@ -35,9 +35,9 @@ class LogParser:
 def _registry() -> list[LogParser]:
     # Most specific first: the nccl-tests text parser accepts rows-only fragments,
     # so it must come after formats with unmistakable markers.
-    from . import nccl_tests, nccl_tests_json
+    from . import imb, nccl_tests, nccl_tests_json, oneccl, oneccl_csv
 
-    modules = [nccl_tests_json, nccl_tests]
+    modules = [oneccl_csv, oneccl, imb, nccl_tests_json, nccl_tests]
     return [LogParser(m.NAME, m.sniff, m.parse) for m in modules]
 
 

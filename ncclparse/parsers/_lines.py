@@ -1,4 +1,4 @@
-"""Numbered input lines: reading sources as line streams and stripping launcher prefixes."""
+"""Numbered input lines: sources read as line streams, launcher prefixes stripped."""
 
 from __future__ import annotations
 
@@ -16,7 +16,8 @@ from ncclparse.errors import InputError
 _PREFIXES = re.compile(
     r"""^(?:
         \[(?P<ompi>\d+,\d+)\]<std(?:out|err)>:[ ]?     # OpenMPI --tag-output
-      | \[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}(?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?[ ]  # timestamps
+      | \[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}     # ISO timestamps
+        (?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?[ ]
       | [ ]*(?P<srun>\d+):[ ]                          # srun --label
       | \[(?P<rank>\d+)\][ ]                          # MPICH / Intel MPI -prepend-rank
     )""",
@@ -50,9 +51,7 @@ def strip_prefix(text: str) -> tuple[str, str | None]:
 
 def numbered(raw_lines: Iterable[str]) -> Iterator[Line]:
     """Number raw lines (with their endings), strip CR/LF and launcher prefixes."""
-    number = 0
-    for raw in raw_lines:
-        number += 1
+    for number, raw in enumerate(raw_lines, start=1):
         complete = raw.endswith("\n")
         text = raw.rstrip("\r\n")
         if "\r" in text:  # a carriage-return redraw: keep what was shown last
@@ -67,11 +66,13 @@ Source = str | Path | IO[str] | IO[bytes]
 def open_source(source: Source, name: str | None = None) -> tuple[str, Iterable[str]]:
     """Return (display name, raw line iterator) for a path, stream or string.
 
-    A ``str`` containing a newline is log text; any other ``str`` is a path. Bytes
-    are decoded as UTF-8 with invalid sequences replaced (logs are not always clean).
+    A ``str`` containing a newline (or empty) is log text; any other ``str`` is a
+    path. Bytes are decoded as UTF-8 with invalid sequences replaced (logs are not always clean).
     Raises InputError for a path that cannot be opened.
     """
-    if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source):
+    if isinstance(source, Path) or (
+        isinstance(source, str) and source and "\n" not in source
+    ):
         path = Path(source)
         display = name or str(source)
         if path.is_dir():

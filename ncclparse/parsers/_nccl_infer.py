@@ -173,9 +173,11 @@ def infer_ranks(run: Run) -> None:
     sized = [r for r in run.rows if r["size_bytes"] and r["count"]]
     if collective in _SPLIT and sized:
         row = sized[0]
-        run.nranks = round(
-            row["size_bytes"] / (row["count"] * DTYPE_BYTES[row["dtype"]])
-        )
+        ratio = round(row["size_bytes"] / (row["count"] * DTYPE_BYTES[row["dtype"]]))
+        if not 1 <= ratio <= _MAX_RANKS:  # nranks is int32: no absurd guesses
+            run.warn(run.first_line, f"no Rank lines; size/count ratio {ratio}")
+            return
+        run.nranks = ratio
         run.warn(
             run.first_line,
             f"no Rank lines; nranks {run.nranks} inferred from the size/count ratio",

@@ -210,6 +210,8 @@ def _read_keys(tokens: list[str], layout: Layout) -> dict[str, Any]:
         raise RowError(
             f"size and count must be integers, found {size!r} {count!r}"
         ) from exc
+    if not (0 <= keys["size_bytes"] < 2**63 and 0 <= keys["count"] < 2**63):
+        raise RowError(f"size or count out of range: {size[:24]} {count[:24]}")
     dtype = DTYPES.get(type_name)
     if dtype is None:
         raise RowError(f"unknown data type {type_name!r}")
@@ -226,6 +228,8 @@ def _read_keys(tokens: list[str], layout: Layout) -> dict[str, Any]:
     # hypercube). Numbers can only be roots, words only redops.
     for token in middle:
         if _INT.match(token):
+            if len(token) > 11 or not -(2**31) <= int(token) < 2**31:
+                raise RowError(f"root out of range: {token[:20]}")
             root = int(token)
             keys["root"] = root if root >= 0 else None
         else:

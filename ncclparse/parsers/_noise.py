@@ -13,16 +13,16 @@ _NOISE = re.compile(
     r"""
       \b(?:NCCL|RCCL)\ (?:INFO|WARN|TRACE|ABORT)\b   # NCCL_DEBUG output, any rank
     | \b(?:NCCL|RCCL)\ version\ \d                   # NCCL's own version banner
-    | ^\S+:\d+:\d+\ \[\d+\]\                         # host:pid:tid [dev] prefix of NCCL lines
+    | ^\S+:\d+:\d+\ \[\d+\]\                         # host:pid:tid [dev] NCCL
     | ^Warning:\ Permanently\ added                  # ssh
     | ^Node\ \S+:\ Pulling\ container                # enroot / pyxis
     | ^(?:srun|slurmstepd|sbatch|salloc|pyxis|enroot|mpirun|prterun|prte|orterun):\
-    | ^\[[\w.\-]+:\d+\]\                             # Open MPI / PMIx "[host:pid] ..." messages
+    | ^\[[\w.\-]+:\d+\]\                             # Open MPI "[host:pid] ..."
     | \bUCX\ +(?:WARN|ERROR|INFO)\b
     | ^PMIX\ ERROR | ^hwloc | ^Authorization\ required
     | ^-{5,}\s*$ | ^={5,}\s*$ | ^\*{5,}             # launcher banner boxes, rules
     | ^```                                           # Markdown code fences
-    | ^\#{2,}\                                       # Markdown headings (nccl-tests uses one #)
+    | ^\#{2,}\                                       # Markdown headings
     | ^>                                             # Markdown quotes
     | ^\+{1,3}\ \S                                   # set -x traces
     | ^(?:real|user|sys)\s+\d+m[\d.]+s$              # `time` output

@@ -9,6 +9,7 @@ as separate streams, so interleaved copies of a non-MPI build become separate ru
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -36,20 +37,26 @@ from ._noise import is_command, is_noise
 NAME = "nccl-tests"
 
 _ROW_START = re.compile(r"^\s*\d+\s+\d+\s+[A-Za-z]")
-_NUMBERS_ONLY = re.compile(r"^\s*(?:(?:-?[\d.]+(?:e[+-]?\d+)?\*?|N/A)\s*)+$")
+# Tokens must be separated by whitespace: `(?:[\d.]+\s*)+` backtracks exponentially.
+_NUMBERS_ONLY = re.compile(r"^\s*(?:(?:-?[\d.]+(?:e[+-]?\d+)?\*?|N/A)(?:\s+|$))+$")
 _PARAMS = re.compile(r"^nThreads?:?\s+\d")
-_PARAM_PAIR = re.compile(r"([A-Za-z_]+(?: iters)?|warmupIters):?\s+(-?\d\S*)")
-_RANK = re.compile(
-    r"^Rank\s+(?P<rank>\d+)\s+(?:Group\s+\d+\s+)?(?:Pid\s+\d+\s+)?on\s+(?P<host>\S+)\s+"
-    r"device\s+(?P<dev>\d+)\s+\[[^\]]*\]\s?(?P<name>.*)$"
+# The lookbehind keeps a long run of letters linear (a match starts a word anyway).
+_PARAM_PAIR = re.compile(
+    r"(?<![A-Za-z_])([A-Za-z_]+(?: iters)?|warmupIters):?\s+(-?\d\S*)"
 )
-_CUT_RANK = re.compile(r"^Rank\s+(\d+)\s+\S")
-_VERSION = re.compile(r"^nccl-tests version (?P<v>\S+)(?:.*nccl-library=(?P<lib>\d+))?")
+_RANK = re.compile(
+    r"^Rank\s+(?P<rank>\d{1,6})\s+(?:Group\s+\d+\s+)?(?:Pid\s+\d+\s+)?on\s+(?P<host>\S+)\s+"
+    r"device\s+(?P<dev>\d{1,6})\s+\[[^\]]*\]\s?(?P<name>.*)$"
+)
+_CUT_RANK = re.compile(r"^Rank\s+(\d{1,6})\s+\S")  # bounded: ranks fill lists
+_VERSION = re.compile(
+    r"^nccl-tests version (?P<v>\S+)(?:.*nccl-library=(?P<lib>\d{1,9})\b)?"
+)
 _RCCL_VERSION = re.compile(r"^rccl-tests: Version (?P<v>\S+)")
 _STARTING = re.compile(r"^Collective test (?P<what>starting|concluded): (?P<name>\S+)")
 _COMPILED = re.compile(r"^NCCL Tests compiled with NCCL (?P<v>\S+)")
 _NCCL_VERSION = re.compile(r"\b(?P<lib>NCCL|RCCL) version (?P<v>\d\S*)")
-_OOB = re.compile(r"^Out of bounds values\s*:\s*(?P<n>\d+)\s*(?P<ok>OK|FAILED)?")
+_OOB = re.compile(r"^Out of bounds values\s*:\s*(?P<n>\d{1,18})\s*(?P<ok>OK|FAILED)?")
 _AVG = re.compile(r"^Avg bus bandwidth\s*:\s*(?P<v>\S+)\s*(?P<ok>OK|FAILED)?")
 _FAILURE = re.compile(
     r"(?:Test (?:NCCL|CUDA|HIP) failure|Test failure|Test timeout|"
@@ -60,7 +67,8 @@ _TOOL_ERROR = re.compile(r"^(?:Invalid number of GPUs|invalid size specified)")
 _BINARY = re.compile(r"\b(?P<name>[a-z_]+?)_perf\w*")
 # Where another process's NCCL line was glued onto a data row.
 _GLUED_NOISE = re.compile(
-    r"(?:\[\d+\]\s*)?[\w.\-]+:\d+:\d+ \[\d+\] (?:NCCL|RCCL) |NCCL (?:INFO|WARN) "
+    r"(?:\[\d+\]\s*)?(?<![\w.\-])[\w.\-]+:\d+:\d+ \[\d+\] (?:NCCL|RCCL) "
+    r"|NCCL (?:INFO|WARN) "
 )
 _STRUCTURE_PREFIXES = (
     "Using devices",
@@ -92,6 +100,11 @@ class _State:
     elided: bool = False
     pending: tuple[int, list[str]] | None = None  # a row cut by other output
     unread: list[int] = field(default_factory=list)  # consecutive unrecognised lines
+    # A non-MPI build under `mpirun -np K` without --tag-output prints K interleaved
+    # copies of one run; they are told apart by the order in which rows repeat.
+    copies: int = 1
+    repeats: Counter[tuple[object, ...]] = field(default_factory=Counter)
+    footers: int = 0
 
 
 class _Parser:
@@ -101,7 +114,6 @@ class _Parser:
         self.states: dict[str | None, _State] = {}
         self.accounting: Counter[str] = Counter()
         self.pending_command: tuple[int, str] | None = None
-        self.last_key: str | None = None
 
     # --- runs -------------------------------------------------------------------
     def _open(self, state: _State, line: int) -> Run:
@@ -115,6 +127,7 @@ class _Parser:
         state.run, state.phase, state.openers = run, "preamble", set()
         state.layout, state.placements, state.old_keys = None, None, None
         state.device_index, state.elided = {}, False
+        state.copies, state.repeats, state.footers = 1, Counter(), 0
         self.runs.append(run)
         return run
 
@@ -133,11 +146,14 @@ class _Parser:
         if run.status == "truncated" and run.rows:
             run.warn(run.last_line, "input ended before the footer (run truncated)")
         infer_collective(run, state.old_keys, self.source)
-        infer_ranks(run)
-        if state.elided:
-            infer_nodes_from_elided(run, state.device_index)
-        for row in run.rows:
-            row["collective"] = run.collectives[0] if run.collectives else None
+        runs = _split_copies(run, state) if state.copies > 1 else [run]
+        self.runs.extend(runs[1:])
+        for each in runs:
+            infer_ranks(each)
+            if state.elided:
+                infer_nodes_from_elided(each, state.device_index)
+            for row in each.rows:
+                row["collective"] = each.collectives[0] if each.collectives else None
         state.run = None
 
     def _set_command(self, run: Run, command: str) -> None:
@@ -148,9 +164,9 @@ class _Parser:
 
     # --- lines ------------------------------------------------------------------
     def feed(self, line: Line) -> None:
-        # Lines without a launcher tag (stderr, a shell) go with the last tagged stream
-        # that has a run; tagged streams are read separately.
-        key = line.stream if line.stream is not None else self.last_key
+        # Rank 0 prints the benchmark's output, so its tagged lines and untagged ones
+        # (stderr, a shell) are one stream; other ranks' tagged lines are read apart.
+        key = None if line.stream is None or _is_rank_zero(line.stream) else line.stream
         state = self.states.setdefault(key, _State())
         text = line.text
         if text.lstrip().startswith("|"):
@@ -170,10 +186,8 @@ class _Parser:
             state.unread.append(line.number)
         elif kind != "blank":
             self._flush_unread(state)
-        if state.run is not None:
-            if kind not in ("blank", "warned"):  # its own lines and NCCL noise
-                state.run.last_line = line.number
-            self.last_key = key
+        if state.run is not None and kind not in ("blank", "warned"):
+            state.run.last_line = line.number  # its own lines and NCCL noise
 
     def _classify(self, state: _State, line: Line, text: str) -> str:
         stripped = text.strip()
@@ -273,6 +287,16 @@ class _Parser:
         order = _OPENERS[kind]
         run = state.run
         if (
+            run is not None
+            and kind in state.openers
+            and state.phase == "preamble"
+            and not run.hosts
+            and run.status != "failed"
+            and all(_OPENERS[k] <= order for k in state.openers)
+        ):
+            state.copies += 1  # the same preamble line again, before any Rank line
+            return run
+        if (
             run is None
             or state.phase != "preamble"
             or run.status == "failed"
@@ -321,7 +345,8 @@ class _Parser:
             run.warn(number, f"unreadable average bus bandwidth {match.group('v')!r}")
         if match.group("ok") is not None:
             run.avg_busbw_ok = match.group("ok") == "OK"
-        if run.status == "truncated":
+        state.footers += 1
+        if run.status == "truncated" and state.footers >= state.copies:
             run.status = "complete"
         state.phase = "footer"
         return "structure"
@@ -382,7 +407,9 @@ class _Parser:
     def _row(
         self, state: _State, number: int, tokens: list[str], complete: bool, at: int
     ) -> str:
-        if state.run is None or state.phase == "footer":
+        if state.run is None or (
+            state.phase == "footer" and state.footers >= state.copies
+        ):
             self._open(state, number)
         run = state.run
         assert run is not None
@@ -400,6 +427,10 @@ class _Parser:
         except RowError as exc:
             run.warn(number, f"unreadable data row: {exc}")
             return "warned_named"
+        if state.copies > 1:
+            key = (keys["dtype"], keys["redop"], keys["root"], keys["size_bytes"])
+            keys["_copy"] = state.repeats[key] % state.copies
+            state.repeats[key] += 1
         for placement, block in zip(state.layout.placements, blocks, strict=True):
             if block is None:
                 continue
@@ -440,6 +471,36 @@ class _Parser:
         if runs:
             runs[0].first_line = 1  # what precedes the first run is its context
         return runs, self.accounting
+
+
+def _split_copies(run: Run, state: _State) -> list[Run]:
+    """Split a run printed by K concurrent copies into K runs (see _State.copies)."""
+    rows = run.rows
+    runs = [run] + [
+        dataclasses.replace(
+            run,
+            collectives=list(run.collectives),
+            params=dict(run.params),
+            errors=list(run.errors),
+            warnings=list(run.warnings),
+        )
+        for _ in range(state.copies - 1)
+    ]
+    for index, each in enumerate(runs):
+        each.rows = [r for r in rows if r["_copy"] == index]
+        each.warn(
+            run.first_line,
+            f"{state.copies} interleaved copies of one run (a non-MPI build under "
+            "mpirun?); rows assigned to copies in the order they repeat",
+        )
+    for row in rows:
+        del row["_copy"]
+    return runs
+
+
+def _is_rank_zero(tag: str) -> bool:
+    # Open MPI tags are "jobid,rank"; srun and MPICH tags are the rank.
+    return tag.rsplit(",", 1)[-1] == "0"
 
 
 def _grow(run: Run, rank: int) -> None:
@@ -498,15 +559,15 @@ def sniff(head: Sequence[Line]) -> bool:
     """True when the head holds nccl-tests structure or rows of its table layout."""
     rows = 0
     for line in head:
-        body = line.text.strip().lstrip("#").strip()
+        text = line.text
+        if text.lstrip().startswith("|"):
+            text = _from_markdown_table(text)
+        body = text.strip().lstrip("#").strip()
         if _PARAMS.match(body) or _VERSION.match(body) or _STARTING.match(body):
             return True
         if _RANK.match(body) or is_names_line(body.split()):
             return True
-        if (
-            _ROW_START.match(line.text)
-            and layout_from_row(line.text.split()) is not None
-        ):
+        if _ROW_START.match(text) and layout_from_row(text.split()) is not None:
             rows += 1
             if rows >= 2 or not line.complete:
                 return True

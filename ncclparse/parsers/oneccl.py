@@ -25,7 +25,7 @@ from ._sizes import REDUCING, oneccl_size_bytes
 NAME = "oneccl-benchmark"
 TOOL = "oneccl-benchmark"
 
-_COLLECTIVES = {
+COLLECTIVE_NAMES = {
     "allreduce": "all_reduce",
     "allgather": "all_gather",
     "allgatherv": "all_gather_v",
@@ -38,7 +38,7 @@ _COLLECTIVES = {
     "reduce_scatter": "reduce_scatter",
 }
 # Beta versions used C type names.
-_DTYPES = {
+DTYPE_NAMES = {
     "char": "int8",
     "int": "int32",
     "int64_t": "int64",
@@ -46,7 +46,7 @@ _DTYPES = {
     "float": "float32",
     "double": "float64",
 }
-_ROOTED = frozenset({"broadcast", "reduce"})  # the benchmark's COLL_ROOT is 0
+ROOTED = frozenset({"broadcast", "reduce"})  # the benchmark's COLL_ROOT is 0
 # Header name -> measurement column. `avg_per_buf[usec]` (2021.1-2.2) is t_avg / -n
 # and `wait_t_avg[usec]` (-x on) has no column: both are left out on purpose.
 _COLUMNS = {
@@ -211,13 +211,13 @@ class _Parser:
             if section.group(1) == "reduction":
                 self.redop = section.group(2)
             else:
-                self.dtype = _DTYPES.get(section.group(2), section.group(2))
+                self.dtype = DTYPE_NAMES.get(section.group(2), section.group(2))
             return "structure"
         if _BANNER.match(text) or _STRUCTURE.match(stripped):
             return "structure"
         bench = _BENCHMARKING.match(text)
         if bench:
-            self.names = [_COLLECTIVES.get(n, n) for n in bench.group(1).split()]
+            self.names = [COLLECTIVE_NAMES.get(n, n) for n in bench.group(1).split()]
             for name in self.names:
                 run.add_collective(name)
             return "structure"
@@ -279,7 +279,7 @@ class _Parser:
             run.nranks = int(value) if value.isdigit() else run.nranks
         elif key in ("collectives", "colls"):
             for name in value.split():
-                run.add_collective(_COLLECTIVES.get(name, name))
+                run.add_collective(COLLECTIVE_NAMES.get(name, name))
 
     def _flush_pending(self, run: Run, *, as_errors: bool) -> None:
         for number, text in self.pending:
@@ -336,7 +336,7 @@ class _Parser:
             "size_bytes": oneccl_size_bytes(collective, reported, nranks),
             "dtype": self.dtype,
             "redop": (self.redop or None) if reduces else None,
-            "root": 0 if collective in _ROOTED else None,
+            "root": 0 if collective in ROOTED else None,
             "grouped": grouped,
         }
 

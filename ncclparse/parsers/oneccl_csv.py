@@ -20,7 +20,7 @@ from ..schema import DTYPE_BYTES
 from ._lines import Line
 from ._model import Run
 from ._sizes import REDUCING, oneccl_size_bytes
-from .oneccl import _COLLECTIVES, _DTYPES, _ROOTED, TOOL
+from .oneccl import COLLECTIVE_NAMES, DTYPE_NAMES, ROOTED, TOOL
 
 NAME = "oneccl-benchmark-csv"
 
@@ -77,8 +77,7 @@ def parse(lines: Iterable[Line], source: str) -> tuple[list[Run], Counter[str]]:
         if text.startswith(_HEADER_START):
             if run is not None:
                 _flush(run, group)
-                _finish(run)
-            run = Run(tool=TOOL, first_line=line.number)
+            run = Run(tool=TOOL, first_line=line.number, status="complete")
             runs.append(run)
             header = text.split(",")
         if run is None:  # sniff saw the header first: only blank lines come before it
@@ -113,7 +112,6 @@ def parse(lines: Iterable[Line], source: str) -> tuple[list[Run], Counter[str]]:
         group.append(values)
     if run is not None:
         _flush(run, group)
-        _finish(run)
     return runs, kinds
 
 
@@ -144,14 +142,14 @@ def _flush(run: Run, group: list[dict[str, Any]]) -> None:
     if not group:
         return
     first = group[0]
-    names = [_COLLECTIVES.get(g["collective"], g["collective"]) for g in group]
+    names = [COLLECTIVE_NAMES.get(g["collective"], g["collective"]) for g in group]
     for name in names:
         run.add_collective(name)
     grouped = len(group) > 1
     collective = None if grouped else names[0]
     run.nranks = first.get("nranks", run.nranks)
     nranks = run.nranks or 1
-    dtype = _DTYPES.get(first.get("dtype", ""), first.get("dtype", ""))
+    dtype = DTYPE_NAMES.get(first.get("dtype", ""), first.get("dtype", ""))
     size = first.get("dtype_size") or DTYPE_BYTES.get(dtype, 1)
     count = first.get("elements", 0) * first.get("buffers", 1)
     reduces = any(name in REDUCING for name in names)
@@ -178,13 +176,8 @@ def _flush(run: Run, group: list[dict[str, Any]]) -> None:
         count=count,
         dtype=dtype,
         redop=redop if reduces else None,
-        root=0 if collective in _ROOTED else None,
+        root=0 if collective in ROOTED else None,
         grouped=grouped,
     )
     run.rows.append(row)
     group.clear()
-
-
-def _finish(run: Run) -> None:
-    if run.status != "truncated" or not run.warnings:
-        run.status = "complete"

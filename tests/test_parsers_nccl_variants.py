@@ -1,0 +1,251 @@
+"""nccl-tests variants the corpus does not cover, built from the format reference.
+
+Each input follows the printing code described in docs/nccl-tests-format.md (section
+named in each test); the real-log tests are in test_parsers_nccl_tests.py.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+import ncclparse
+
+HEADER = """\
+#                                                              out-of-place                       in-place          
+#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw #wrong
+#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)  (GB/s)       
+"""  # noqa: W291 - nccl-tests prints the trailing spaces
+PREAMBLE = """\
+# nThread 1 nGpus 1 minBytes 8 maxBytes 16 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 validation: 1 graph: 0
+#
+# Using devices
+#  Rank  0 Group  0 Pid  {pid} on node1 device  0 [0x01] NVIDIA A100-SXM4-80GB
+#
+"""
+ROW8 = "           8             2     float     sum      -1    {t}    0.00    0.00      0    10.00    0.00    0.00      0\n"
+FOOTER = "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 0 \n"
+
+
+def _rows(result: ncclparse.ParseResult, *keys: str) -> list[tuple[object, ...]]:
+    return [tuple(r[k] for k in keys) for r in result.measurements.to_pylist()]
+
+
+def test_per_iteration_timestamp_exponent_and_min_bw_footer() -> None:
+    # Sections 5.1 (-I, -S), 6.1 (E7 width-fitting exponents, %g #wrong), 8 (OK/FAILED).
+    text = (
+        "# nccl-tests version 2.19.6 nccl-headers=22905 nccl-library=22905\n"
+        "# Collective test starting: all_reduce_perf\n"
+        + PREAMBLE.format(pid=1)
+        + "#       size         count      type   redop    root     time   algbw   busbw  #wrong    i_min    i_max    i_p99    i_cv%     time   algbw   busbw  #wrong    i_min    i_max    i_p99    i_cv%            timestamp \n"
+        " 17179869184    4294967296     float     sum      -1  1.2e+07    1.39    2.61       0   123457  1.2e+07  1.2e+07     0.10   123457  139.20  261.00  1.67772e+07   123457   123457   123457     0.00  2025-10-28 12:00:01\n"
+        "# Out of bounds values : 1 FAILED\n# Avg bus bandwidth    : 65.9025 FAILED\n"
+    )
+    result = ncclparse.parse(text)
+    assert _rows(
+        result,
+        "placement",
+        "time_us",
+        "time_min_us",
+        "time_max_us",
+        "time_p99_us",
+        "stddev_pct",
+        "busbw_gbps",
+        "wrong",
+        "timestamp",
+    ) == [
+        (
+            "out-of-place",
+            1.2e7,
+            123457.0,
+            1.2e7,
+            1.2e7,
+            0.1,
+            2.61,
+            0.0,
+            "2025-10-28 12:00:01",
+        ),
+        (
+            "in-place",
+            123457.0,
+            123457.0,
+            123457.0,
+            123457.0,
+            0.0,
+            261.0,
+            16777200.0,
+            "2025-10-28 12:00:01",
+        ),
+    ]
+    (run,) = result.runs.to_pylist()
+    assert (run["tool_version"], run["library_version"]) == ("2.19.6", "2.29.5")
+    assert (run["status"], run["oob_values"], run["oob_ok"]) == ("complete", 1, False)
+    assert (run["avg_busbw_gbps"], run["avg_busbw_ok"]) == (65.9025, False)
+    assert run["collectives"] == ["all_reduce"]
+    assert run["warnings"] == []
+
+
+def test_cputime_and_empty_redop_of_e3_broadcast() -> None:
+    # Section 5.1 (-C 1 renames time) and gotcha 1 (E3 prints an empty redop).
+    text = (
+        PREAMBLE.format(pid=1)
+        + HEADER.replace("  time", "cputime")
+        + "     1048576        262144     float               3    20.10   52.17   52.17       0    20.00   52.40   52.40       0\n"
+    )
+    result = ncclparse.parse(text)
+    assert _rows(result, "cputime", "redop", "root", "time_us", "collective") == [
+        (True, None, 3, 20.1, "broadcast"),
+        (True, None, 3, 20.0, "broadcast"),
+    ]
+
+
+def test_row_cut_by_nccl_info_is_rejoined_and_said() -> None:
+    # Section 9: NCCL lines from rank 0 land inside a row (real: nccl-1453).
+    text = HEADER + (
+        "[0]   1073741824     268435456     float     sum      -1[0] h100clust-worker-1:1234:1240 [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/IPC\n"
+        "[0] h100clust-worker-1:1234:1240 [0] NCCL INFO Connected all rings\n"
+        "[0]     5190.8  206.85  387.85      0   5186.6  207.02  388.17      0\n"
+    )
+    result = ncclparse.parse(text)
+    assert _rows(
+        result, "line", "placement", "size_bytes", "time_us", "busbw_gbps"
+    ) == [
+        (4, "out-of-place", 1073741824, 5190.8, 387.85),
+        (4, "in-place", 1073741824, 5186.6, 388.17),
+    ]
+    (run,) = result.runs.to_pylist()
+    assert (
+        "line 4: data row cut by other output; rejoined with line 6" in run["warnings"]
+    )
+
+
+def test_interleaved_copies_of_a_non_mpi_build_become_separate_runs() -> None:
+    one = (PREAMBLE + HEADER + ROW8 + FOOTER).splitlines()
+    a = "\n".join(one).format(pid=100, t="11.00").splitlines()
+    b = "\n".join(one).format(pid=200, t="22.00").splitlines()
+    mixed = "\n".join(x for pair in zip(a, b, strict=True) for x in pair) + "\n"
+    result = ncclparse.parse(mixed)
+    runs = result.runs.to_pylist()
+    assert [(r["status"], r["rows"], r["nranks"]) for r in runs] == [
+        ("complete", 2, 1),
+        ("complete", 2, 1),
+    ]
+    assert _rows(result, "run", "placement", "time_us") == [
+        (0, "out-of-place", 11.0),
+        (0, "in-place", 10.0),
+        (1, "out-of-place", 22.0),
+        (1, "in-place", 10.0),
+    ]
+    # With Open MPI's --tag-output the copies are told apart by their prefixes.
+    tagged = "\n".join(
+        f"[1,{i}]<stdout>:{x}"
+        for pair in zip(a, b, strict=True)
+        for i, x in enumerate(pair)
+    )
+    result = ncclparse.parse(tagged + "\n")
+    assert _rows(result, "run", "time_us") == [
+        (0, 11.0),
+        (0, 10.0),
+        (1, 22.0),
+        (1, 10.0),
+    ]
+    assert [r["warnings"] for r in result.runs.to_pylist()] == [
+        [
+            "line 1: collective not stated; inferred all_reduce from size/count ratio 1 "
+            "and checked in-place results"
+        ],
+        [
+            "line 2: collective not stated; inferred all_reduce from size/count ratio 1 "
+            "and checked in-place results"
+        ],
+    ]
+
+
+def test_markdown_table_paste() -> None:
+    # Section 9: tables rendered as `a | b | c` with `\#` (real: mscclpp-736).
+    text = (
+        "| \\#       size | count | type | redop | root | time | algbw | busbw | \\#wrong | time | algbw | busbw | \\#wrong |\n"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|\n"
+        "| 8 | 2 | float | sum | -1 | 10.5 | 0.00 | 0.00 | 0 | 10.1 | 0.00 | 0.00 | 0 |\n"
+    )
+    result = ncclparse.parse(text)
+    assert _rows(result, "size_bytes", "placement", "time_us") == [
+        (8, "out-of-place", 10.5),
+        (8, "in-place", 10.1),
+    ]
+
+
+def test_two_runs_in_one_file_with_crlf() -> None:
+    one = PREAMBLE.format(pid=1) + HEADER + ROW8.format(t="10.00") + FOOTER + "#\n\n"
+    result = ncclparse.parse((one + one).replace("\n", "\r\n"))
+    runs = result.runs.to_pylist()
+    assert [
+        (r["run"], r["status"], r["first_line"], r["last_line"], r["rows"])
+        for r in runs
+    ] == [(0, "complete", 1, 12, 2), (1, "complete", 14, 25, 2)]
+
+
+def test_v1_times_in_milliseconds_become_microseconds() -> None:
+    # Section 5.3 / 6.1: E0 printed `%7.3f` ms and `res`.
+    text = (
+        "nThread 1 nGpus 8 minBytes 8 maxBytes 16 step: 2(factor) warmup iters: 5 iters: 20 validation: 1\n"
+        "#      bytes             N    type      op     time  algbw  busbw      res     time  algbw  busbw      res\n"
+        "           8             2   float     sum    0.041   0.00   0.00    0e+00    0.040   0.00   0.00    0e+00\n"
+        " Out of bounds values : 0 OK\n Avg bus bandwidth    : 0.0001 \n"
+    )
+    result = ncclparse.parse(text)
+    assert _rows(result, "time_us", "wrong", "wrong_kind") == [
+        (41.0, 0.0, "max_deviation"),
+        (40.0, 0.0, "max_deviation"),
+    ]
+    assert result.runs.column("status").to_pylist() == ["complete"]
+
+
+def test_fully_unmeasured_half_gives_no_row() -> None:
+    text = HEADER + (
+        "     1048576         32768     float    none      -1    58.14   18.04   15.78"
+        "       0      N/A     N/A     N/A     N/A\n"
+    )
+    result = ncclparse.parse(text)
+    assert _rows(result, "placement") == [("out-of-place",)]
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("", "<string>: empty input: no benchmark output to parse"),
+        (
+            "# mscclpp-test\n           8        7.52    0.00  8.01  0.00\n",
+            "<string>:1: not a recognised benchmark log (nccl-tests, rccl-tests, "
+            "oneCCL benchmark or IMB); first line: '# mscclpp-test'",
+        ),
+    ],
+)
+def test_unrecognised_input_is_an_error_naming_source_and_line(
+    text: str, message: str
+) -> None:
+    with pytest.raises(ncclparse.UnknownLogFormatError) as caught:
+        ncclparse.parse(text)
+    assert str(caught.value) == message
+
+
+def test_failure_before_the_table_then_another_run() -> None:
+    # Real shape of nccltests-280: a failed run's error lines, then another run.
+    text = (
+        "c2211f46f318: Test NCCL failure common.cu:1005 'unhandled CUDA error'\n"
+        ".. c2211f46f318 pid 3288: Test failure common.cu:891\n"
+        + PREAMBLE.format(pid=3590)
+        + HEADER
+        + ROW8.format(t="10.00")
+    )
+    runs = ncclparse.parse(text).runs.to_pylist()
+    assert [(r["status"], r["rows"], r["errors"]) for r in runs] == [
+        (
+            "failed",
+            0,
+            [
+                "line 1: c2211f46f318: Test NCCL failure common.cu:1005 'unhandled CUDA error'",
+                "line 2: .. c2211f46f318 pid 3288: Test failure common.cu:891",
+            ],
+        ),
+        ("truncated", 2, []),
+    ]

@@ -1,0 +1,334 @@
+"""oneCCL benchmark stdout and CSV parsers on real logs (tests/fixtures/oneccl).
+
+Expectations in tests/fixtures/expected/oneccl come from the logs themselves: runs.csv
+from the exit codes and rank counts in SOURCES.md and an awk count of table rows;
+<case>.csv rows from an independent awk extraction, spot-checked by reading.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+import math
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import ncclparse
+from ncclparse.parsers import PARSERS, SNIFF_LINES, _lines, imb, oneccl, oneccl_csv
+
+FIXTURES = Path(__file__).parent / "fixtures"
+LOGS = sorted((FIXTURES / "oneccl").glob("*.log"))
+CSVS = sorted((FIXTURES / "oneccl").glob("*.csv"))
+EXPECTED = FIXTURES / "expected" / "oneccl"
+TIMES = ("time_us", "time_min_us", "time_max_us", "stddev_pct")
+
+
+def _parse(path: Path) -> ncclparse.ParseResult:
+    return ncclparse.parse(path, name=path.name)
+
+
+def _expected_runs() -> dict[tuple[str, int], dict[str, str]]:
+    with (EXPECTED / "runs.csv").open() as handle:
+        return {(r["file"], int(r["run"])): r for r in csv.DictReader(handle)}
+
+
+def _head(path: Path) -> list[_lines.Line]:
+    with path.open(newline="", errors="replace") as handle:
+        return list(itertools.islice(_lines.numbered(handle), SNIFF_LINES))
+
+
+@pytest.mark.parametrize("path", LOGS + CSVS, ids=lambda p: p.name)
+def test_detected_and_every_line_accounted(path: Path) -> None:
+    head = _head(path)
+    chosen = next(p.name for p in PARSERS if p.sniff(head))
+    assert chosen == (oneccl_csv.NAME if path.suffix == ".csv" else oneccl.NAME)
+    result = _parse(path)
+    accounting = result.accounting[path.name]
+    assert sum(accounting.values()) == len(path.read_text().splitlines())
+    warned = sum(len(w) for w in result.runs.column("warnings").to_pylist())
+    assert accounting["warned"] <= warned
+    assert set(result.measurements.column("tool").to_pylist()) <= {TOOL}
+
+
+TOOL = "oneccl-benchmark"
+
+
+@pytest.mark.parametrize("path", LOGS, ids=lambda p: p.name)
+def test_runs_match_expectations(path: Path) -> None:
+    expected = {k: v for k, v in _expected_runs().items() if k[0] == path.name}
+    runs = _parse(path).runs.to_pylist()
+    assert len(runs) == len(expected)
+    for run in runs:
+        want = expected[(path.name, run["run"])]
+        assert run["status"] == want["status"]
+        assert run["nranks"] == (int(want["nranks"]) if want["nranks"] else None)
+        assert run["rows"] == int(want["rows"])
+        if run["status"] == "failed":
+            assert run["errors"] or run["warnings"]
+        if run["status"] == "complete":
+            assert not run["errors"]
+
+
+@pytest.mark.parametrize("case", sorted(p.stem for p in EXPECTED.glob("v*.csv")))
+def test_rows_match_golden(case: str) -> None:
+    rows = _parse(FIXTURES / "oneccl" / f"{case}.log").measurements.to_pylist()
+    with (EXPECTED / f"{case}.csv").open() as handle:
+        golden = list(csv.DictReader(handle))
+    assert len(rows) == len(golden)
+    for row, want in zip(rows, golden, strict=True):
+        for key, text in want.items():
+            assert row[key] == _typed(key, text), (case, want["line"], key)
+
+
+def _typed(key: str, text: str) -> Any:
+    if text == "":
+        return None
+    if key == "grouped":
+        return text == "True"
+    if key in ("collective", "placement", "dtype", "redop"):
+        return text
+    if key in TIMES:
+        return float(text)
+    return int(text)
+
+
+def test_allgather_size_is_the_gathered_buffer() -> None:
+    rows = _parse(FIXTURES / "oneccl" / "v2021.14_allgather_np4.log").measurements
+    first = rows.slice(0, 1).to_pylist()[0]
+    # Line 38: `4  1  5  3193.80  4732.70  3963.89  19.39`, 4 ranks.
+    assert first["line"] == 38
+    assert (first["reported_bytes"], first["size_bytes"], first["count"]) == (4, 16, 1)
+    assert (first["time_us"], first["time_min_us"], first["time_max_us"]) == (
+        3963.89,
+        3193.8,
+        4732.7,
+    )
+    assert (first["stddev_pct"], first["repetitions"], first["nranks"]) == (19.39, 5, 4)
+
+
+def test_group_rows_are_grouped_without_a_collective() -> None:
+    result = _parse(FIXTURES / "oneccl" / "v2021.14_multi_coll_np2.log")
+    rows = result.measurements.to_pylist()
+    assert {(r["grouped"], r["collective"]) for r in rows} == {(True, None)}
+    assert result.runs.column("collectives").to_pylist() == [
+        ["all_reduce", "all_gather_v", "broadcast", "reduce"]
+    ]
+    assert [r["dtype"] for r in rows[:1] + rows[-1:]] == ["int32", "float32"]
+
+
+def test_in_place_run_gives_in_place_rows() -> None:
+    rows = _parse(FIXTURES / "oneccl" / "v2021.14_allreduce_inplace_np2.log")
+    assert set(rows.measurements.column("placement").to_pylist()) == {"in-place"}
+
+
+def test_options_block_goes_to_params() -> None:
+    run = _parse(FIXTURES / "oneccl" / "v2021.14_allreduce_f32_np2.log").runs
+    params = dict(run.column("params").to_pylist()[0])
+    assert params["processes"] == "2"
+    assert params["elem_counts"].startswith("[1 2 4 ")
+    assert params["collectives"] == "allreduce"
+    assert params["extended info"] == "auto"
+    assert params["csv_filepath"] == ""
+    assert len(params) == 17
+
+
+def test_library_version_from_ccl_info() -> None:
+    runs = _parse(FIXTURES / "oneccl" / "v2021.14_loglevel_info_np2.log").runs
+    assert runs.column("library_version").to_pylist() == ["2021.14.0"]
+
+
+def test_impi_pinning_table_gives_hosts() -> None:
+    runs = _parse(FIXTURES / "oneccl" / "v2021.14_impi_debug5_np2.log").runs
+    assert runs.column("hosts").to_pylist() == [["vm", "vm"]]
+    assert runs.column("nnodes").to_pylist() == [1]
+
+
+def test_check_failure_is_failed_with_messages() -> None:
+    run = _parse(FIXTURES / "oneccl" / "v2021.14_fail_check_max_np4.log").runs
+    errors = run.column("errors").to_pylist()[0]
+    assert errors[0] == (
+        "line 50: allreduce recv_bufs: buf_idx 0, rank_idx 0, elem_idx 0, "
+        "expected 6, got 3"
+    )
+    # Two ranks' messages glued on one line are still an error.
+    assert (
+        "line 64: allreduceallreduce recv_bufs: buf_idx 0, rank_idx 0, elem_idx 0, "
+        "expected 6, got 3"
+    ) in errors
+    assert "line 75: KILLED BY SIGNAL: 6 (Aborted)" in errors
+    assert any("ASSERT '0' FAILED: unexpected value" in e for e in errors)
+    # The start-up warnings of a non-sum check are warnings, not errors.
+    warnings = run.column("warnings").to_pylist()[0]
+    assert warnings[:3] == [
+        "line 1: benchmark: unsupported reduction: max",
+        "line 2: benchmark: supported values: sum",
+        "line 3: benchmark: WARN: correctness checking is not implemented for 'max'",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("name", "first_error"),
+    [
+        ("v2021.14_fail_bad_dtype_np2.log", "line 1: unsupported dtype: float128"),
+        (
+            "v2021.14_fail_unknown_longopt_np2.log",
+            "line 1: ./benchmark: unrecognized option '--foo'",
+        ),
+        (
+            "v2021.14_fail_inplace_reduce_np2.log",
+            "line 1: inplace is not supported for reduce yet",
+        ),
+        (
+            "v2021.14_fail_csv_unwritable_np2.log",
+            "line 24: cannot open CSV file for writing: /nonexistent_dir/out.csv",
+        ),
+        (
+            "v2021.14_fail_bad_transport_np2.log",
+            "line 1: terminate called after throwing an instance of "
+            "'ccl::v1::exception'",
+        ),
+        ("v2021.14_fail_unknown_coll_np2.log", "line 24: FAILED"),
+    ],
+)
+def test_failure_messages(name: str, first_error: str) -> None:
+    run = _parse(FIXTURES / "oneccl" / name).runs.to_pylist()[0]
+    assert run["status"] == "failed"
+    assert run["errors"][0] == first_error
+
+
+def test_option_error_keeps_the_command_line() -> None:
+    run = _parse(FIXTURES / "oneccl" / "v2021.14_fail_bad_dtype_np2.log").runs
+    assert run.column("command").to_pylist() == ["./benchmark -l allreduce -d float128"]
+
+
+def test_help_only_is_failed_with_a_warning() -> None:
+    run = _parse(FIXTURES / "oneccl" / "v2021.14_help_np1.log").runs.to_pylist()[0]
+    assert run["status"] == "failed"
+    assert run["warnings"] == ["line 2: usage text only: the benchmark ran nothing"]
+
+
+def test_interrupted_run_is_truncated_and_keeps_its_rows() -> None:
+    result = _parse(
+        FIXTURES / "oneccl" / "derived_v2021.14_allreduce_f32_np4_interrupted.log"
+    )
+    run = result.runs.to_pylist()[0]
+    assert run["status"] == "truncated"
+    assert "line 53: KILLED BY SIGNAL: 2 (Interrupt)" in run["errors"]
+    assert result.measurements.column("line").to_pylist() == list(range(38, 47))
+
+
+def test_partial_last_row_is_not_a_measurement() -> None:
+    path = FIXTURES / "oneccl" / "derived_v2021.14_allreduce_f32_np4_cut_midrow.log"
+    result = _parse(path)
+    run = result.runs.to_pylist()[0]
+    assert run["status"] == "truncated"
+    assert run["warnings"] == ["line 45: partial last line (no newline): row not read"]
+    assert max(result.measurements.column("line").to_pylist()) == 44
+
+
+def test_footerless_2021_2_run_complete_only_with_every_row() -> None:
+    full = _parse(FIXTURES / "oneccl" / "v2021.2_allreduce_bufcount1_np2.log").runs
+    cut = _parse(
+        FIXTURES / "oneccl" / "derived_v2021.2_allreduce_bufcount1_np2_cut.log"
+    )
+    assert full.column("status").to_pylist() == ["complete"]
+    assert cut.runs.column("status").to_pylist() == ["truncated"]
+
+
+def test_reduce_scatter_noop_row_is_kept_with_a_warning() -> None:
+    result = _parse(FIXTURES / "oneccl" / "v2021.14_reduce_scatter_np2.log")
+    assert result.runs.column("warnings").to_pylist() == [
+        ["line 34: reduce_scatter count below the rank count: no-op row"]
+    ]
+    assert result.measurements.column("line").to_pylist()[0] == 34
+
+
+@pytest.mark.parametrize(
+    "case",
+    [
+        "v2021.12_csv_ext_on_multi_np2",
+        "v2021.12_csv_reduce_scatter_np4",
+        "v2021.14_csv_allreduce_np2",
+        "v2021.14_csv_bufcount_np2",
+        "v2021.14_csv_ext_on_np2",
+    ],
+)
+def test_log_and_csv_give_the_same_measurements(case: str) -> None:
+    log = _parse(FIXTURES / "oneccl" / f"{case}.log").measurements.to_pylist()
+    table = _parse(FIXTURES / "oneccl" / f"{case}.csv").measurements.to_pylist()
+    assert len(log) == len(table)
+    for a, b in zip(log, table, strict=True):
+        for key in a:
+            if key in ("source", "line"):
+                continue
+            if key in TIMES:
+                # The CSV keeps 6 significant digits, stdout 2 decimals.
+                assert math.isclose(a[key], b[key], rel_tol=1e-5, abs_tol=0.0051), key
+            else:
+                assert a[key] == b[key], key
+
+
+def test_2021_2_csv_has_per_collective_times_summing_to_the_group() -> None:
+    log = _parse(FIXTURES / "oneccl" / "v2021.2_csv_bufcount4_np2.log").measurements
+    table = _parse(FIXTURES / "oneccl" / "v2021.2_csv_bufcount4_np2.csv").measurements
+    assert set(log.column("grouped").to_pylist()) == {True}
+    assert set(table.column("grouped").to_pylist()) == {False}
+    per_coll = table.column("time_us").to_pylist()
+    sums = [a + b for a, b in zip(per_coll[::2], per_coll[1::2], strict=True)]
+    for total, printed in zip(sums, log.column("time_us").to_pylist(), strict=True):
+        assert abs(total - printed) <= 0.051 + 1e-5 * printed
+    # alltoall: 16 bytes = 1 float32 x 4 buffers per peer, 2 ranks.
+    second = table.slice(1, 1).to_pylist()[0]
+    assert (second["collective"], second["reported_bytes"], second["size_bytes"]) == (
+        "alltoall",
+        16,
+        32,
+    )
+    assert second["redop"] is None
+
+
+GLUED = (
+    "options:\n  processes:       2\n  collectives:     allreduce \n"
+    "  datatypes:       float32 \n  reductions:      sum \n  inplace:         0\n\n"
+    "datatype: float32\nreduction: sum\n\n"
+    "#" + "-" * 60 + "\n# Benchmarking: allreduce \n# #processes: 2\n"
+    "#" + "-" * 60 + "\n\n"
+    "        #bytes   #elem_count  #repetitions   t_min[usec]   t_max[usec]"
+    "   t_avg[usec]  stddev[%]\n"
+    "             4             1            20          7.09          7.34"
+    "          7.21       1.73"
+    "2026:11:22-09:51:16:(14979) |CCL_WARN| workers are disabled\n"
+    "[0] MPI startup(): I_MPI_DEBUG=5\n"
+    "2026:11:22-09:51:16:(14978) |CCL_WARN| a2026:11:22-09:51:16:(14979) |CCL_WARN| b\n"
+    "\n# All done\n"
+)
+
+
+def test_ccl_warn_and_mpi_lines_are_noise_even_glued() -> None:
+    result = ncclparse.parse(GLUED, name="glued")
+    run = result.runs.to_pylist()[0]
+    assert run["status"] == "complete"
+    assert run["warnings"] == [
+        "line 17: benchmark output and a oneCCL message on one line"
+    ]
+    rows = result.measurements.to_pylist()
+    assert [(r["line"], r["time_us"]) for r in rows] == [(17, 7.21)]
+    assert result.accounting["glued"]["noise"] == 2
+    assert result.accounting["glued"]["measurement"] == 1
+
+
+def test_nccl_corpus_is_not_claimed() -> None:
+    corpus = Path("/work/shared/corpus/nccl")
+    logs = sorted(corpus.glob("*.log")) or pytest.skip("shared nccl corpus not here")
+    for path in logs:
+        head = _head(path)
+        for module in (oneccl, oneccl_csv, imb):
+            assert not module.sniff(head), (module.NAME, path.name)
+
+
+def test_unrecognised_text_is_an_unknown_format() -> None:
+    with pytest.raises(ncclparse.UnknownLogFormatError, match=re.escape("'hello'")):
+        ncclparse.parse("hello\nworld\n", name="x")

@@ -1,0 +1,64 @@
+"""Tables on disk: round trips keep types and metadata; writes are atomic."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+import ncclparse
+from ncclparse import schema, storage
+from tests.conftest import FIXTURES
+
+LOG = (
+    FIXTURES
+    / "nccl"
+    / "nccltests-214_sendrecv_a40_2node_sum_redop_inplace_NA_truncated.log"
+)
+
+
+@pytest.mark.parametrize("suffix", [".parquet", ".arrow"])
+def test_round_trip_keeps_types_values_and_metadata(
+    tmp_path: Path, suffix: str
+) -> None:
+    result = ncclparse.parse(LOG)
+    for table in (result.measurements, result.runs):
+        path = tmp_path / f"t{suffix}"
+        storage.write_table(table, path)
+        back = storage.read_table(path)
+        assert back.schema.equals(table.schema, check_metadata=True)
+        assert back.equals(table)
+    assert schema.conform(back, schema.RUNS_SCHEMA).num_rows == 1
+
+
+def test_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> None:
+    target = tmp_path / "m.parquet"
+    target.write_text("previous")
+
+    def interrupted_write() -> None:
+        with storage.atomic_output(target, binary=True) as out:
+            out.write(b"half")
+            raise RuntimeError("interrupted")
+
+    with pytest.raises(RuntimeError):
+        interrupted_write()
+    assert target.read_text() == "previous"
+    assert [p.name for p in tmp_path.iterdir()] == ["m.parquet"]
+
+
+def test_unwritable_directory_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(ncclparse.NcclParseError, match="cannot write"):
+        storage.write_table(
+            ncclparse.parse(LOG).measurements, tmp_path / "missing" / "m.parquet"
+        )
+
+
+def test_conform_rejects_other_schema_versions() -> None:
+    table = ncclparse.parse(LOG).measurements
+    old = table.replace_schema_metadata({schema.VERSION_KEY: b"0"})
+    with pytest.raises(ncclparse.SchemaError) as caught:
+        schema.conform(old, schema.MEASUREMENTS_SCHEMA)
+    assert str(caught.value) == (
+        "table was written with ncclparse schema 0; this version reads schema 1: "
+        "upgrade ncclparse"
+    )
