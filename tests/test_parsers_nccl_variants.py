@@ -214,6 +214,15 @@ def test_fully_unmeasured_half_gives_no_row() -> None:
     [
         ("", "<string>: empty input: no benchmark output to parse"),
         (
+            # mscclpp-test: in-place first, no type/redop/root columns (format doc 12).
+            "#                                        in-place                       out-of-place\n"
+            "#       size    count     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong\n"
+            "        1024      256     5.22    0.20    0.34      0     5.14    0.20    0.35      0\n",
+            "<string>:1: not a recognised benchmark log (nccl-tests, rccl-tests, "
+            "oneCCL benchmark or IMB); first line: '#                                        "
+            "in-place                       out-o...'",
+        ),
+        (
             "# mscclpp-test\n           8        7.52    0.00  8.01  0.00\n",
             "<string>:1: not a recognised benchmark log (nccl-tests, rccl-tests, "
             "oneCCL benchmark or IMB); first line: '# mscclpp-test'",

@@ -67,8 +67,8 @@ def open_source(source: Source, name: str | None = None) -> tuple[str, Iterable[
     """Return (display name, raw line iterator) for a path, stream or string.
 
     A ``str`` containing a newline (or empty) is log text; any other ``str`` is a
-    path. Bytes are decoded as UTF-8 with invalid sequences replaced (logs are not always clean).
-    Raises InputError for a path that cannot be opened.
+    path. Bytes are decoded as UTF-8 with invalid sequences replaced (logs are not
+    always clean). Raises InputError for a path that cannot be opened.
     """
     if isinstance(source, Path) or (
         isinstance(source, str) and source and "\n" not in source

@@ -92,6 +92,7 @@ def is_names_line(words: list[str]) -> bool:
         len(lowered) >= 5
         and lowered[0] in ("size", "bytes")
         and lowered[1] in ("count", "n")
+        and "type" in lowered  # look-alikes such as mscclpp-test have no type column
         and "algbw" in lowered
         and any(w in _TIME_WORDS for w in lowered)
     )

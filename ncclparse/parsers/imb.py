@@ -153,7 +153,8 @@ class _Parser:
         if self.launch is None or (title and self.launch.first.tool_version):
             self._start(line.number)
         launch, run = self.launch, self.run
-        assert launch is not None and run is not None
+        assert launch is not None
+        assert run is not None
         for each in launch.runs:
             each.last_line = line.number
         if title:

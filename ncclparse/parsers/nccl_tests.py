@@ -82,6 +82,8 @@ _STRUCTURE_PREFIXES = (
     "skipping json output",
     "GPU memory usage",
     "error:",
+    "NCCL_TESTS_ALLTOALLV_PRINT_SUMMARY",  # alltoallv's optional per-rank summary
+    "rank=",
 )
 _OPENERS = {"json": 0, "version": 1, "starting": 2, "params": 3}
 

@@ -1,16 +1,13 @@
 """nccl-tests ``-J file.json`` output, v2.17.3+ (docs/nccl-tests-format.md section 11).
 
-nccl-tests writes the JSON with ``fprintf`` and no newline at all, so a file from the
-tool is one line (without a line ending) and every row has ``line`` 1; a file a user
-pretty-printed keeps the line where each result object starts. Rows are the same as
-the text parser's. Quirks of the writer (src/util.cu): booleans are the strings
-``"true"``/``"false"``, NaN is ``"nan"``, ``root`` is the ``%6i`` string
-``"    -1"``, ``nwrong`` is ``null`` when unchecked, v2.17.3-2.17.8 spelled
-``average_bus_bandwidith``/``bandwidith``, ``errors`` holds ``ncclGetLastError()``
-(normally ``""``), and ``config.devices`` has one entry per *process* (the first
-rank of each). Before v2.18.5 a run that died left the file unterminated: every
-finished result object before the cut is kept. Since v2.18.5 a failing run closes
-the file early, without the footer.
+The writer (src/util.cu) prints the JSON with ``fprintf`` and no newline, so a file
+from the tool is one line and all its rows have ``line`` 1; in a pretty-printed file
+a row's line is where its result object starts. Writer quirks handled here: string
+booleans, ``"nan"``, the padded root ``"    -1"``, ``nwrong`` null when unchecked,
+``average_bus_bandwidith``/``bandwidith`` (v2.17.3-2.17.8), ``errors`` holding
+``ncclGetLastError()`` (normally ``""``) and ``config.devices`` listing one entry per
+*process*. A run that dies leaves the file unterminated (before v2.18.5: the finished
+result objects are kept) or, since v2.18.5, closed early without the footer.
 """
 
 from __future__ import annotations
@@ -37,40 +34,48 @@ _SPACE = re.compile(r"\s*")
 _KEYS = re.compile(r'"(?:nccl_version|results|config|average_bus_bandwidi?th)"\s*:')
 _BINARY = re.compile(r"^(?P<name>[a-z_]+?)_perf")
 _PLACEMENTS = (("out_of_place", "out-of-place"), ("in_place", "in-place"))
+_BODY = {"algbw_gbps": "alg_bw", "busbw_gbps": "bus_bw", "wrong": "nwrong"}
+# -I 1: i_min, i_max, i_p99 and i_cv% of the text table.
+_PER_ITER = {
+    "time_min_us": "min_us",
+    "time_max_us": "max_us",
+    "time_p99_us": "p99_us",
+    "stddev_pct": "cv_pct",
+}
 
 
 def sniff(head: Sequence[Line]) -> bool:
     """True when the head is a JSON object holding nccl-tests' top-level keys."""
     texts = [ln.text for ln in head if ln.text.strip()]
-    return (
-        bool(texts)
-        and texts[0].lstrip().startswith("{")
-        and any(_KEYS.search(t) for t in texts)
-    )
+    starts = bool(texts) and texts[0].lstrip().startswith("{")
+    return starts and any(_KEYS.search(t) for t in texts)
 
 
 @dataclass
 class _Object:
-    """One top-level object as far as it could be read."""
+    """One top-level object as far as it could be read (offsets into the text)."""
 
     start: int
     members: dict[str, Any] = field(default_factory=dict)
     where: dict[str, int] = field(default_factory=dict)  # member -> value offset
     results: list[tuple[int, int, Any]] = field(default_factory=list)
-    end: int | None = None  # offset after the closing brace; None: not closed
-    cut: int | None = None  # offset where reading stopped early
-    pending: int = 0  # offset of the value being read when it stopped
+    end: int | None = None  # after the closing brace; None: not closed
+    cut: int | None = None  # where reading stopped early
+    pending: int = 0  # start of the value being read when it stopped
     problem: str = ""
 
 
 def _skip(text: str, pos: int) -> int:
-    """The offset of the first non-whitespace character at or after ``pos``."""
     match = _SPACE.match(text, pos)
     return match.end() if match else pos
 
 
 def _read_object(text: str, pos: int) -> _Object:
-    """Read the object at ``pos`` member by member, keeping what precedes a cut."""
+    """Read the object at ``pos`` member by member, keeping what precedes a cut.
+
+    ``results`` is read one element at a time, so every result object finished
+    before an unterminated end (or a corrupt byte) is kept with its offsets.
+    """
     obj = _Object(start=pos, pending=pos)
     pos += 1
     try:
@@ -79,64 +84,60 @@ def _read_object(text: str, pos: int) -> _Object:
             if pos >= len(text):
                 obj.cut = pos
                 return obj
-            if text[pos] == "}":
-                obj.end = pos + 1
-                return obj
-            if text[pos] == ",":
+            if text[pos] in "},":
+                if text[pos] == "}":
+                    obj.end = pos + 1
+                    return obj
                 pos += 1
                 continue
             key, pos = _DECODER.raw_decode(text, pos)
             pos = _skip(text, pos)
             if not isinstance(key, str) or not text.startswith(":", pos):
                 raise json.JSONDecodeError("expected a key and ':'", text, pos)
-            pos = obj.pending = _skip(text, pos + 1)
-            obj.where[key] = pos
-            if key == "results" and text.startswith("[", pos):
-                pos = _read_results(text, pos + 1, obj)
-                obj.members[key] = None
-            else:
+            pos = obj.pending = obj.where[key] = _skip(text, pos + 1)
+            if key != "results" or not text.startswith("[", pos):
                 obj.members[key], pos = _DECODER.raw_decode(text, pos)
+                continue
+            pos = _skip(text, pos + 1)
+            while not text.startswith("]", pos):
+                if pos >= len(text):
+                    obj.pending = pos
+                    raise json.JSONDecodeError("unterminated results", text, pos)
+                if text[pos] != ",":
+                    obj.pending = pos
+                    value, end = _DECODER.raw_decode(text, pos)
+                    obj.results.append((pos, end, value))
+                    pos = end - 1
+                pos = _skip(text, pos + 1)
+            pos += 1
     except json.JSONDecodeError as exc:
         obj.cut, obj.problem = exc.pos, exc.msg
         return obj
 
 
-def _read_results(text: str, pos: int, obj: _Object) -> int:
-    """Decode result objects one by one (each kept with its offsets) up to ``]``."""
-    while True:
-        pos = _skip(text, pos)
-        if text.startswith("]", pos):
-            return pos + 1
-        if text.startswith(",", pos):
-            pos += 1
-            continue
-        if pos >= len(text):
-            raise json.JSONDecodeError("unterminated results", text, pos)
-        obj.pending = pos
-        value, end = _DECODER.raw_decode(text, pos)
-        obj.results.append((pos, end, value))
-        pos = end
-
-
 class _Reader:
-    """Turns the text into runs and the line accounting."""
+    """Turns the joined text into runs and the line accounting."""
 
-    def __init__(self, lines: list[Line], source: str) -> None:
+    def __init__(self, lines: Iterable[Line], source: str) -> None:
         self.source = source
-        self.numbers = [ln.number for ln in lines]
-        self.text = "\n".join(ln.text for ln in lines)
+        texts: list[str] = []
+        self.numbers: list[int] = []
+        self.kinds: dict[int, str] = {}
+        for ln in lines:
+            texts.append(ln.text)
+            self.numbers.append(ln.number)
+            self.kinds[ln.number] = "structure" if ln.text.strip() else "blank"
         self.starts = [0]
-        for ln in lines[:-1]:
-            self.starts.append(self.starts[-1] + len(ln.text) + 1)
-        self.kinds = {
-            ln.number: "structure" if ln.text.strip() else "blank" for ln in lines
-        }
+        for text in texts[:-1]:
+            self.starts.append(self.starts[-1] + len(text) + 1)
+        self.text = "\n".join(texts)
+        self.last = len(self.text.rstrip()) - 1  # the last non-blank character
 
     def line(self, offset: int) -> int:
         return self.numbers[bisect_right(self.starts, offset) - 1]
 
     def mark(self, first: int, last: int, kind: str) -> None:
-        """Account lines first..last as ``kind``; a measurement is never downgraded."""
+        """Account lines first..last as ``kind``; a measurement stays one."""
         for number in range(first, last + 1):
             if self.kinds.get(number) not in (None, "blank", "measurement"):
                 self.kinds[number] = kind
@@ -147,15 +148,15 @@ class _Reader:
         self.mark(first, last, "warned")
 
     def parse(self) -> list[Run]:
+        """One run per top-level object (``cat a.json b.json`` gives two)."""
         runs: list[Run] = []
         pos = _skip(self.text, 0)
         while pos < len(self.text):
             if self.text[pos] != "{":
-                last = self.line(len(self.text.rstrip()) - 1)
                 if not runs:
                     runs.append(Run(tool="nccl-tests", first_line=self.line(pos)))
                 message = "not part of a nccl-tests JSON object (not read)"
-                self.warn_span(runs[-1], self.line(pos), last, message)
+                self.warn_span(runs[-1], self.line(pos), self.line(self.last), message)
                 break
             obj = _read_object(self.text, pos)
             runs.append(self._run(obj))
@@ -165,32 +166,30 @@ class _Reader:
         return runs
 
     def _run(self, obj: _Object) -> Run:
-        first = self.line(obj.start)
-        run = Run(tool="nccl-tests", first_line=first)
-        end = obj.end - 1 if obj.end is not None else len(self.text.rstrip()) - 1
+        run = Run(tool="nccl-tests", first_line=self.line(obj.start))
+        end = obj.end - 1 if obj.end is not None else self.last
         run.last_line = self.line(max(end, obj.start))
-        _header(run, obj.members, self.line(obj.where.get("config", obj.start)))
+        members = obj.members
+        _header(run, members, self.line(obj.where.get("config", obj.start)))
         for start, stop, result in obj.results:
             self._result(run, result, self.line(start), self.line(stop - 1))
-        members = obj.members
-        if "errors" in members:
-            at = self.line(obj.where["errors"])
-            for text in members["errors"] or []:
-                if isinstance(text, str) and text.strip():
-                    run.error(at, text.strip())
+        errors = members.get("errors")
+        for text in errors if isinstance(errors, list) else []:
+            if isinstance(text, str) and text.strip():  # "" when NCCL had none
+                run.error(self.line(obj.where["errors"]), text.strip())
         _footer(run, members)
         if obj.cut is not None:
             # Name the unfinished value (a partial result object, say) to the end.
-            last = len(self.text.rstrip()) - 1
-            where = "file ends at" if obj.cut > last else f"{obj.problem} at"
+            cut = self.line(min(obj.cut, self.last))
+            why = "file ends" if obj.cut > self.last else obj.problem
             self.warn_span(
                 run,
                 self.line(obj.pending),
-                self.line(last),
-                f"{where} line {self.line(min(obj.cut, last))} inside the JSON "
-                f"object, after {len(obj.results)} result objects: run truncated",
+                self.line(self.last),
+                f"{why} at line {cut} inside the JSON object, after "
+                f"{len(obj.results)} result objects: run truncated",
             )
-        elif run.status != "complete" and not run.errors:
+        elif run.status != "complete":
             # v2.18.5+ closes the file on its error path, before the footer.
             run.status = "failed"
             run.warn(run.last_line, "JSON closed without the footer: the run failed")
@@ -201,7 +200,7 @@ class _Reader:
         if run.nranks is None and not run.hosts:
             infer_ranks(run)
         for row in run.rows:
-            row["collective"] = row.pop("_named", None) or (
+            row["collective"] = row.pop("_named") or (
                 run.collectives[0] if run.collectives else None
             )
         return run
@@ -210,20 +209,20 @@ class _Reader:
         if not isinstance(result, dict) or "actual_iterations" not in result:
             # The writer adds actual_iterations last: without it the run stopped
             # while this size was measured (a cut line, in the text output).
-            self.warn_span(run, first, last, "result never finished: not read")
+            self.warn_span(run, first, last, "result object never finished: not read")
             return
         try:
             rows = _rows(result, first)
         except (AttributeError, TypeError, ValueError, KeyError) as exc:
-            self.warn_span(run, first, last, f"unreadable result object: {exc}")
+            self.warn_span(run, first, last, f"unreadable result object: {exc!r}")
             return
         run.rows.extend(rows)
         self.mark(first, last, "measurement")
 
 
 def _header(run: Run, members: dict[str, Any], config_line: int) -> None:
-    """Fill the run fields the JSON states before its results."""
-    if "version" in members:
+    """Fill the run fields stated before the results (and the two timestamps)."""
+    if "version" in members:  # the JSON layout's version, not nccl-tests'
         run.params["json_version"] = str(members["version"])
     args = members.get("args")
     if isinstance(args, list) and args and all(isinstance(a, str) for a in args):
@@ -248,9 +247,10 @@ def _header(run: Run, members: dict[str, Any], config_line: int) -> None:
 def _devices(run: Run, config: dict[str, Any], line: int) -> None:
     """Hosts and devices per rank from the one-entry-per-process device list.
 
-    Process p owns ranks p*T*G .. p*T*G+T*G-1, all on its host (T threads x G GPUs),
-    and its entry is the first of them; so hosts are known for every rank, device
-    names only for each process's first rank (null for the others).
+    Process p owns ranks p*T*G .. p*T*G+T*G-1 (T threads x G GPUs), all on its host,
+    and its entry describes the first of them. So when the entries' ranks are
+    exactly 0, T*G, 2*T*G, ..., nranks = T*G*entries and every rank's host is
+    known, but device names only for each process's first rank (null for the rest).
     """
     entries = config.get("devices")
     threads, gpus = config.get("nthreads"), config.get("ngpus")
@@ -261,12 +261,11 @@ def _devices(run: Run, config: dict[str, Any], line: int) -> None:
         return
     run.nnodes = len({e.get("hostname") for e in entries})
     per = threads * gpus if isinstance(threads, int) and isinstance(gpus, int) else 0
-    if per <= 0 or [e.get("rank") for e in entries] != [
-        p * per for p in range(len(entries))
-    ]:
+    ranks = [e.get("rank") for e in entries]
+    if per <= 0 or ranks != [p * per for p in range(len(entries))]:
         run.warn(
             line,
-            "config.devices ranks do not follow one entry per process of "
+            f"config.devices ranks {ranks} are not one entry per process of "
             "nthreads*ngpus ranks: nranks and hosts unknown",
         )
         return
@@ -291,16 +290,20 @@ def _footer(run: Run, members: dict[str, Any]) -> None:
 
 
 def _rows(result: dict[str, Any], line: int) -> list[dict[str, Any]]:
-    """The measurement rows of one result object (one per placement present)."""
+    """The rows of one result object: one per placement that is not null.
+
+    Raises KeyError, TypeError or ValueError for a result the writer cannot produce.
+    """
+    size, count, reps = result["size"], result["count"], result["actual_iterations"]
+    if not all(isinstance(v, int) for v in (size, count, reps)):
+        raise TypeError("size, count and actual_iterations must be integers")
     dtype = DTYPES.get(result["type"])
     if dtype is None:
         raise ValueError(f"unknown data type {result['type']!r}")
-    size, count = result["size"], result["count"]
-    repetitions = result["actual_iterations"]
-    if not all(isinstance(v, int) for v in (size, count, repetitions)):
-        raise TypeError(f"size, count, actual_iterations must be integers: {result}")
     redop = str(result.get("redop") or "").strip()
-    root = int(str(result.get("root", -1)).strip())  # the writer pads it: "    -1"
+    root = int(str(result.get("root", -1)))  # the writer pads it: "    -1"
+    name = result.get("experiment_name")  # set in trace-replay mode only
+    named = names_in(name) if isinstance(name, str) else []
     keys = {
         "line": line,
         "size_bytes": size,
@@ -309,50 +312,32 @@ def _rows(result: dict[str, Any], line: int) -> list[dict[str, Any]]:
         "dtype": dtype,
         "redop": None if redop in NOT_A_REDOP else redop,
         "root": root if root >= 0 else None,
-        "repetitions": repetitions,
+        "repetitions": reps,
         "wrong_kind": "count",
+        "_named": named[0] if named else None,
     }
-    name = result.get("experiment_name")  # set in trace-replay mode only
-    named = names_in(name) if isinstance(name, str) else []
     rows = []
     for key, placement in _PLACEMENTS:
         block = result.get(key)
-        if block is None:  # null: this placement was not measured
+        if block is None:  # null: not measured (trace replay has no out-of-place)
             continue
-        cputime = "time" not in block
+        cputime = "time" not in block  # -C 1 writes cpu_time instead
+        row = {**keys, "placement": placement, "cputime": cputime}
+        row["time_us"] = _number(block["cpu_time" if cputime else "time"])
+        row.update({col: _number(block.get(k)) for col, k in _BODY.items()})
         iters = result.get(f"{key}_per_iter") or {}
-        rows.append(
-            {
-                **keys,
-                "placement": placement,
-                "time_us": _number(block["cpu_time" if cputime else "time"]),
-                "cputime": cputime,
-                "algbw_gbps": _number(block.get("alg_bw")),
-                "busbw_gbps": _number(block.get("bus_bw")),
-                "wrong": _number(block.get("nwrong")),
-                "time_min_us": _number(iters.get("min_us")),
-                "time_max_us": _number(iters.get("max_us")),
-                "time_p99_us": _number(iters.get("p99_us")),
-                "stddev_pct": _number(iters.get("cv_pct")),
-                "_named": named[0] if named else None,
-            }
-        )
+        row.update({col: _number(iters.get(k)) for col, k in _PER_ITER.items()})
+        rows.append(row)
     return rows
 
 
 def _number(value: Any) -> float | None:
     """A JSON number, or the writer's ``"nan"`` string, as float; null as None."""
-    if value is None:
-        return None
-    if isinstance(value, bool):
-        raise TypeError(f"not a number: {value!r}")
-    return float(value)
+    return None if value is None else float(value)
 
 
 def _flag(value: Any) -> bool | None:
     """The writer's string booleans; ``"unchecked"`` (no NCCL_TESTS_MIN_BW) is None."""
-    if isinstance(value, bool):
-        return value
     return {"true": True, "false": False}.get(str(value).lower())
 
 
@@ -363,10 +348,8 @@ def parse(lines: Iterable[Line], source: str) -> tuple[list[Run], Counter[str]]:
     named in a warning (unfinished or unreadable results, text after the object)
     as warned, blank lines as blank and the rest as structure.
     """
-    numbered = list(lines)
-    reader = _Reader(numbered, source)
-    runs = reader.parse() if numbered else []
-    return runs, Counter(reader.kinds.values())
+    reader = _Reader(lines, source)
+    return reader.parse(), Counter(reader.kinds.values())
 
 
 __all__ = ["NAME", "parse", "sniff"]

@@ -16,7 +16,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..schema import DTYPE_BYTES
+from ncclparse.schema import DTYPE_BYTES
+
 from . import _impi
 from ._lines import Line
 from ._model import Run

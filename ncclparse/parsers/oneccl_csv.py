@@ -16,7 +16,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from ..schema import DTYPE_BYTES
+from ncclparse.schema import DTYPE_BYTES
+
 from ._lines import Line
 from ._model import Run
 from ._sizes import REDUCING, oneccl_size_bytes
@@ -154,7 +155,7 @@ def _flush(run: Run, group: list[dict[str, Any]]) -> None:
     count = first.get("elements", 0) * first.get("buffers", 1)
     reduces = any(name in REDUCING for name in names)
     redop = next((g["redop"] for g in group if g.get("redop")), None)
-    row = {
+    row: dict[str, Any] = {
         key: first[key]
         for key in (
             "line",
