@@ -1,17 +1,18 @@
 """Alpha-beta cost models of collectives, from the seeds, with their terms kept apart.
 
-Units everywhere: sizes in bytes, latencies and times in microseconds, bandwidths in GB/s
-(1e9 B/s), so the bandwidth term ``n / beta`` is ``n / (beta_gbps * 1e3)`` µs. Step
-counts written ``log2 P`` in seed 000 are ``ceil(log2 P)`` here (an algorithm takes whole
-steps, as seed 001 Exercise 3.8.2 writes); both agree when P is a power of two.
+Units everywhere: sizes in bytes, latencies and times in microseconds, bandwidths in
+GB/s (1e9 B/s), so the bandwidth term ``n / beta`` is ``n / (beta_gbps * 1e3)`` µs. Step
+counts written ``log2 P`` in seed 000 are ``ceil(log2 P)`` here (an algorithm takes
+whole steps, as seed 001 Exercise 3.8.2 writes); both agree when P is a power of two.
 
 Seeds: 000 = "The Collective Cost Model", 001 = "Communication Cost Models" (sec. 3.8),
-002 = "The α-β Model", 004 = "Communication Benchmark Projection" (Aurora).
+002 = "The alpha-beta Model", 004 = "Communication Benchmark Projection" (Aurora).
 """
 
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import asdict, dataclass
 
 from .errors import ProfileError
@@ -113,12 +114,13 @@ class BucketingComparison:
         return self.individual_us / self.bucketed_us
 
 
-# (latency steps, bandwidth multiplier of n/beta) as functions of P, per seed 000's
-# summary table; "direct" is send/recv (seed 000 "Point-to-Point", seed 002 "The Model").
 def _clog2(p: int) -> int:
     return math.ceil(math.log2(p)) if p > 1 else 0
 
 
+# (latency steps, bandwidth multiplier of n/beta) as functions of P, per seed 000's
+# summary table; "direct" is send/recv (seed 000 "Point-to-Point", seed 002 "The
+# Model").
 _TERMS = {
     ("sendrecv", "direct"): lambda p: (1, 1.0),
     ("broadcast", "tree"): lambda p: (_clog2(p), float(_clog2(p))),
@@ -143,6 +145,8 @@ _DEFAULT = {
     "reduce_scatter": "ring",
     "alltoall": "pairwise",
 }
+# "AllReduce", "all-reduce", "allreduce" ... -> canonical schema names.
+_CANONICAL = {name.replace("_", ""): name for name in _DEFAULT}
 ALGORITHMS: dict[str, tuple[str, ...]] = {
     coll: tuple(a for c, a in _TERMS if c == coll) for coll in _DEFAULT
 }
@@ -150,7 +154,7 @@ ALGORITHMS: dict[str, tuple[str, ...]] = {
 
 def predict(
     collective: str,
-    size: int | str,
+    size: float | str,
     ranks: int,
     alpha: float | str,
     bandwidth: float | str,
@@ -160,7 +164,8 @@ def predict(
 
     Parameters
     ----------
-    collective : canonical name (``all_reduce``, ``alltoall`` ...; see :data:`ALGORITHMS`).
+    collective : canonical name (``all_reduce``, ``alltoall`` ...; see
+    :data:`ALGORITHMS`).
     size : n in bytes, the nccl-tests size (``"10GB"`` accepted).
     ranks : P.
     alpha : per-step latency, µs (``"2us"`` accepted).
@@ -169,12 +174,11 @@ def predict(
         default: the one seed 000's summary table gives for the collective.
 
     Raises ProfileError for an unknown collective/algorithm pair or P < 1.
-    Example: seed 002 Exercise 1, ``predict("all_reduce", "10GB", 256, "2us", "50GB/s")``
+    Example: seed 002 Exercise 1, ``predict("all_reduce", "10GB", 256, "2us",
+    "50GB/s")``
     gives 399.46 ms (1.02 ms latency + 398.44 ms bandwidth).
     """
-    coll = {"allreduce": "all_reduce", "send_recv": "sendrecv"}.get(
-        collective, collective
-    )
+    coll = _CANONICAL.get(re.sub(r"[\s_-]", "", collective.lower()), collective)
     algo = algorithm or _DEFAULT.get(coll, "")
     terms = _TERMS.get((coll, algo))
     if terms is None:
@@ -183,7 +187,8 @@ def predict(
     if ranks < 1:
         raise ProfileError(f"ranks must be >= 1, got {ranks}")
     steps, multiplier = terms(ranks)
-    n = size_bytes(size)
+    # A float size is allowed: phase 2 of the hierarchical model moves n/G bytes.
+    n = size_bytes(size) if isinstance(size, str) else float(size)
     latency = steps * time_us(alpha)
     bandwidth_term = multiplier * n / (bandwidth_gbps(bandwidth) * 1e3)
     return Prediction(latency + bandwidth_term, latency, bandwidth_term)
@@ -232,7 +237,8 @@ def crossover_bytes(alpha: float | str, bandwidth: float | str) -> float:
 
 
 def regime(latency_us: float, bandwidth_us: float) -> str:
-    """``latency-bound`` when the latency term exceeds the bandwidth term (seed 001 sec. 4)."""
+    """``latency-bound`` when the latency term exceeds the bandwidth term (seed 001
+    sec. 4)."""
     return "latency-bound" if latency_us > bandwidth_us else "bandwidth-bound"
 
 
@@ -269,7 +275,8 @@ def overlapped_time(compute_us: float, comm_us: float, overlap: float = 1.0) -> 
 
 
 def copy_time_us(size: int | str, bandwidth: float | str) -> float:
-    """Staging copy time n / beta_PCIe (seed 000 "Memory Copy": 1 GB at 64 GB/s ~ 16 ms)."""
+    """Staging copy time n / beta_PCIe (seed 000 "Memory Copy": 1 GB at 64 GB/s ~ 16
+    ms)."""
     return size_bytes(size) / (bandwidth_gbps(bandwidth) * 1e3)
 
 
@@ -285,14 +292,15 @@ def scale_out_all_reduce(
     xe_links: int = 0,
     pcie_bandwidth: float | str | None = None,
 ) -> DataPathPrediction:
-    """Seed 004 Eq. 4 (scale-up + scale-out all-reduce), with Eq. 6's PCIe term if given.
+    """Seed 004 Eq. 4 (scale-up + scale-out all-reduce), plus Eq. 6's PCIe term.
 
     ``scale_up = 2 * (Z/2) / (n_Xe * B_Xe)`` (the reduce-scatter and all-gather halves
     over Xe-link; zero with one rank per node), ``scale_out = 2Z / (derating * n_NIC *
     B_NIC) * (Q-1)/Q``, and with ``pcie_bandwidth`` the host staging term
     ``2 * 2 * Z / (ranks_per_node * B_PCIe)`` (both phases, there and back).
     Example (seed 004 table): Z = 2 GB, 1 rank and 1 NIC of 23 GB/s per node gives
-    108.7, 163.0, 190.2, 203.8 ms on 2, 4, 8, 16 nodes; adding PCIe at 42 GB/s adds 190.5 ms.
+    108.7, 163.0, 190.2, 203.8 ms on 2, 4, 8, 16 nodes; adding PCIe at 42 GB/s adds
+    190.5 ms.
     """
     z = size_bytes(size)
     if nodes < 1 or nics_per_node < 1 or ranks_per_node < 1:

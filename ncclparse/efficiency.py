@@ -76,7 +76,7 @@ ROW_COLUMNS = (
 _NOTES = (
     "grouped: the time covers several collectives, no per-collective figures",
     "cputime: the time is CPU launch time (-C 1), no efficiency, fit or gap",
-    "collective unknown",
+    "collective unknown or without an nccl-tests busbw factor",
     "nranks unknown",
     "time is not positive",
     "no hardware profile: pass --profile or --intra-bw/--inter-bw",
@@ -88,7 +88,7 @@ _NOTES = (
     "0-byte row: not used by the fit",
     "hardware latency unknown: gap_latency_us includes it",
     "seed 004 gives host staging for all-reduce only: it stays in gap_bandwidth_us",
-    "busbw above the seed 003 ideal: in-network reduction or a profile below the hardware",
+    "busbw above the seed 003 ideal (in-network reduction, or a profile too low)",
     "time does not grow with size in this series: beta unbounded, all time is latency",
 )
 (
@@ -173,7 +173,8 @@ def ideal_busbw(
     inter_gbps : I, per-node unidirectional inter-node bandwidth (NaN if unknown).
     ranks, nodes : N and Q (N divisible by Q is the caller's check).
 
-    One node: ideal = B, inter term NaN. Several: ``min(I(N-1)Q/(N(Q-1)), B(N-1)/(N-Q))``;
+    One node: ideal = B, inter term NaN. Several: ``min(I(N-1)Q/(N(Q-1)),
+    B(N-1)/(N-Q))``;
     with P = N/Q = 1 the intra term is unbounded (inf). NaN inputs give NaN.
     """
     b, i, n, q = (
@@ -183,7 +184,7 @@ def ideal_busbw(
         inter = np.where(q > 1, i * (n - 1) * q / (n * (q - 1)), np.nan)
         intra = np.where(q > 1, np.where(n > q, b * (n - 1) / (n - q), np.inf), b)
         ideal = np.where(q > 1, np.fmin(inter, intra), b)
-    ideal = np.where((q > 1) & np.isnan(i), np.nan, ideal)
+    ideal = np.where(((q > 1) & np.isnan(i)) | np.isnan(q) | np.isnan(n), np.nan, ideal)
     return ideal, intra, inter
 
 
@@ -196,9 +197,9 @@ def ideal_bandwidth(
 ) -> IdealBandwidth:
     """Seed 003's ideal bus bandwidth for P GPUs per node on Q nodes (N = P Q).
 
-    Bandwidths in GB/s or with units (``"450GB/s"``). Example (seed 003): B = 450, I = 100,
-    P = 8, Q = 2 gives min(187.5, 482.1) = 187.5 GB/s. Raises ProfileError when Q > 1 and
-    I is missing, or P, Q < 1.
+    Bandwidths in GB/s or with units (``"450GB/s"``). Example (seed 003): B = 450,
+    I = 100, P = 8, Q = 2 gives min(187.5, 482.1) = 187.5 GB/s. Raises ProfileError
+    when Q > 1 and I is missing, or P, Q < 1.
     """
     if gpus_per_node < 1 or nodes < 1:
         raise ProfileError("gpus per node and nodes must be >= 1")
@@ -224,8 +225,8 @@ def ideal_bandwidth(
 def bandwidth_columns(measurements: pa.Table) -> pa.Table:
     """Return ``measurements`` plus busbw_factor, algbw/busbw_calc_gbps and two flags.
 
-    ``busbw_mismatch``: the printed busbw differs from the recomputed one by more than the
-    rounding of the printed busbw and time can explain. ``algbw_prescaled``: an
+    ``busbw_mismatch``: the printed busbw differs from the recomputed one by more than
+    the rounding of the printed busbw and time can explain. ``algbw_prescaled``: an
     all_gather/reduce_scatter whose printed algbw is size (n-1)/n / t, as nccl-tests
     printed it before v2.9.0. Both null where the printed value is missing.
     """
@@ -279,7 +280,8 @@ def analyze(
     reasons |= np.where(eff > 1, _ABOVE, 0)
     bound = np.where(np.isnan(ideal), -1, np.where((q > 1) & (inter <= intra), 1, 0))
 
-    fit_ok = (reasons & (_GROUPED | _CPUTIME | _NO_COLL | _BAD_T)) == 0
+    # The fit needs no busbw factor: IMB pingpong and the like get one too.
+    fit_ok = ((reasons & (_GROUPED | _CPUTIME | _BAD_T)) == 0) & cols.named
     fit = _fit_series(cols.table, fit_ok, cols.size, cols.time)
     reasons |= fit.reasons
 
@@ -345,6 +347,9 @@ class _Columns:
             _codes(table, "collective", tuple(_KIND))
         ]
         self.device = table.column("device")
+        self.named = pc.is_valid(table.column("collective")).to_numpy(
+            zero_copy_only=False
+        )
 
 
 def _bandwidths(c: _Columns) -> dict[str, np.ndarray]:
@@ -461,7 +466,8 @@ def _nodes(
     gpus_per_node: int | None,
     notes: list[str],
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Q per row: --nodes, else N/--gpus-per-node, else the log's hosts, else inferred."""
+    """Q per row: --nodes, else N/--gpus-per-node, else the log's hosts, else
+    inferred."""
     n = c.nranks
     if nodes is not None or gpus_per_node is not None:
         q = np.full(n.shape, float(nodes)) if nodes is not None else n / gpus_per_node
@@ -474,8 +480,8 @@ def _nodes(
             )
             counts = ", ".join(str(int(v)) for v in np.unique(n[bad]))
             raise ProfileError(
-                f"{given} does not divide the rank count ({counts}): every node must hold "
-                f"the same number of ranks (seed 003)"
+                f"{given} does not divide the rank count ({counts}): "
+                f"every node must hold the same number of ranks (seed 003)"
             )
         return q, np.zeros(n.shape, dtype=np.int64)
     with np.errstate(invalid="ignore"):
@@ -485,8 +491,8 @@ def _nodes(
     q = np.where(np.isnan(from_hosts), inferred, from_hosts)
     if (np.isnan(c.nnodes) & ~np.isnan(inferred) & ~np.isnan(n)).any():
         notes.append(
-            "node count not in the log: assumed full nodes of the profile's GPUs per node "
-            "(one node when N <= P); pass --nodes to set it"
+            "node count not in the log: assumed full nodes of the profile's GPUs per "
+            "node (one node when N <= P); pass --nodes to set it"
         )
     if (hw["hosts"] > 1).any() and not np.isnan(c.nnodes).all():
         notes.append(
@@ -624,8 +630,8 @@ def _fit_series(
     000 "Validation": error = |T_pred - T_actual| / T_actual). Huber weights on the
     relative residual (scale = 1.4826 x the series' median |residual|) tame outliers.
     0-byte rows are not fitted (nccl-tests returns before launching). A series needs 2
-    distinct non-zero sizes. If the slope is not positive, beta is unbounded and alpha is
-    the weighted mean time; if alpha comes out negative it is pinned at 0.
+    distinct non-zero sizes. If the slope is not positive, beta is unbounded and alpha
+    is the weighted mean time; if alpha comes out negative it is pinned at 0.
     """
     gid, ngroups, first = _series_ids(table, eligible)
     rows = gid >= 0
@@ -770,7 +776,8 @@ def _series_ids(
 
 
 def _dictionary_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, int]:
-    """Codes 1.. of each distinct value in first-seen order (0 for null), and their count."""
+    """Codes 1.. of each distinct value in first-seen order (0 for null), and their
+    count."""
     array = column.combine_chunks() if column.num_chunks else pa.array([], column.type)
     encoded = pc.dictionary_encode(array)
     codes = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False) + 1

@@ -1,13 +1,14 @@
 """Hardware profiles: the peak figures efficiency is judged against, with their sources.
 
-A profile gives seed 003's B (per-GPU unidirectional intra-node bandwidth) and I (per-node
-unidirectional inter-node bandwidth), the GPUs that share one intra-node fabric, and where
-they matter the NIC, PCIe, Xe-link and MDFI figures of seed 004's data-path models. Every
-figure names its source; figures we could not source are left ``None``, never guessed.
+A profile gives seed 003's B (per-GPU unidirectional intra-node bandwidth) and I
+(per-node unidirectional inter-node bandwidth), the GPUs that share one intra-node
+fabric, and where they matter the NIC, PCIe, Xe-link and MDFI figures of seed 004's
+data-path models. Every figure names its source; figures we could not source are left
+``None``, never guessed.
 
 Profiles come from :data:`PRESETS`, from a TOML file (:func:`load_profile`), from CLI
-flags, or from the GPU name a log prints (:func:`match_device`), which is always reported
-as an assumption.
+flags, or from the GPU name a log prints (:func:`match_device`), which is always
+reported as an assumption.
 """
 
 from __future__ import annotations
@@ -34,11 +35,11 @@ __all__ = [
 class HardwareProfile:
     """Peak figures of one system; bandwidths in GB/s (1e9 B/s), unidirectional.
 
-    ``gpus_per_node`` counts the ranks that share the intra-node fabric B (for GB200 NVL72
-    the whole 72-GPU NVLink domain, made of ``hosts_per_node`` = 18 hosts). ``alpha_us``
-    is the per-message hardware latency, ``None`` when unknown. ``host_staging`` says the
-    inter-node path copies through host memory over PCIe (seed 004, Eq. 6). ``sources``
-    maps each figure's field name to where it comes from.
+    ``gpus_per_node`` counts the ranks that share the intra-node fabric B (for GB200
+    NVL72 the whole 72-GPU NVLink domain, made of ``hosts_per_node`` = 18 hosts).
+    ``alpha_us`` is the per-message hardware latency, ``None`` when unknown.
+    ``host_staging`` says the inter-node path copies through host memory over PCIe (seed
+    004, Eq. 6). ``sources`` maps each figure's field name to where it comes from.
     """
 
     name: str
@@ -216,7 +217,7 @@ PRESETS: dict[str, HardwareProfile] = {
         ),
         HardwareProfile(
             name="aurora",
-            description="Intel Data Center GPU Max 1550 'Aurora' node: 6 GPUs x 2 tiles",
+            description="Intel Max 1550 'Aurora' node: 6 GPUs x 2 tiles",
             gpus_per_node=12,
             intra_gbps=53.0,
             inter_gbps=200.0,
@@ -286,8 +287,8 @@ _PLAIN = {
 def load_profile(path: str | Path) -> HardwareProfile:
     """Read a profile from TOML; bandwidths as strings with units or numbers in GB/s.
 
-    Keys are the :class:`HardwareProfile` fields; ``base = "h100"`` starts from a preset;
-    a ``[sources]`` table names where figures come from. Example::
+    Keys are the :class:`HardwareProfile` fields; ``base = "h100"`` starts from a
+    preset; a ``[sources]`` table names where figures come from. Example::
 
         name = "my-cluster"
         base = "h100"              # start from a preset
@@ -321,11 +322,14 @@ def profile_from_mapping(data: dict[str, Any], *, default_name: str) -> Hardware
         raise ProfileError(
             f"unknown profile key(s) {sorted(unknown)}: known keys: {known}"
         )
-    values: dict[str, Any] = {"name": default_name, "description": "user profile"}
+    values: dict[str, Any] = {}
     if base_name is not None:
         values.update(_preset(str(base_name)).as_dict())
-        values["description"] = f"user profile based on {base_name}"
         sources = {**values.pop("sources"), **sources}
+    values["name"] = default_name
+    values["description"] = (
+        f"user profile based on {base_name}" if base_name else "user profile"
+    )
     for key, raw in data.items():
         values[key] = _FIGURES[key](raw) if key in _FIGURES else raw
     if "intra_gbps" not in values or "gpus_per_node" not in values:
@@ -354,14 +358,14 @@ def match_device(device: str | None) -> HardwareProfile | None:
 
 
 def resolve_profile(
-    name_or_path: str | Path | None = None,
+    name_or_path: HardwareProfile | str | Path | None = None,
     *,
     intra_bw: str | float | None = None,
     inter_bw: str | float | None = None,
     gpus_per_node: int | None = None,
     device_name: str | None = None,
 ) -> tuple[HardwareProfile | None, list[str]]:
-    """Pick the profile from a preset name or TOML path, overrides, or the device name.
+    """Pick the profile: given, a preset name or TOML path, or from the device name.
 
     Returns ``(profile, assumptions)``; profile is None when nothing identifies the
     hardware. Overrides replace B, I, P of whatever was chosen; with no profile and no
@@ -370,7 +374,9 @@ def resolve_profile(
     """
     notes: list[str] = []
     profile: HardwareProfile | None = None
-    if name_or_path is not None:
+    if isinstance(name_or_path, HardwareProfile):
+        profile = name_or_path
+    elif name_or_path is not None:
         text = str(name_or_path)
         looks_like_file = text.endswith(".toml") or Path(text).exists()
         profile = load_profile(text) if looks_like_file else _preset(text)
@@ -405,7 +411,7 @@ def resolve_profile(
             f"profile {profile.name!r} overridden on the command line: {shown}"
         )
     if changes:
-        src = dict(profile.sources) | {k: "command line" for k in changes}
+        src = dict(profile.sources) | dict.fromkeys(changes, "command line")
         profile = replace(profile, **changes, sources=tuple(src.items()))
     return profile, notes
 

@@ -2,18 +2,18 @@
 
 Conventions (the ones nccl-tests and the seeds use):
 
-* Bandwidth is decimal: ``1 GB/s = 1e9 bytes/s`` and ``1 Gbps = 1e9 bits/s = 0.125 GB/s``.
-  A lower-case ``b`` is bits, an upper-case ``B`` is bytes, so ``400Gbps`` is 50 GB/s and
-  ``50GB/s`` or ``50GBps`` is 50 GB/s. Explicit binary units (``GiB/s``) are accepted and
-  converted exactly (``1 GiB/s = 1.073741824 GB/s``).
+* Bandwidth is decimal: ``1 GB/s = 1e9 bytes/s`` and ``1 Gbps = 1e9 bits/s = 0.125
+  GB/s``. A lower-case ``b`` is bits, an upper-case ``B`` is bytes, so ``400Gbps`` is 50
+  GB/s and ``50GB/s`` or ``50GBps`` is 50 GB/s. Explicit binary units (``GiB/s``) are
+  accepted and converted exactly (``1 GiB/s = 1.073741824 GB/s``).
 * Sizes are decimal too (``10GB = 1e10`` bytes); ``GiB`` is ``2**30``. A bare integer is
   bytes.
 * Times take ``ns``, ``us`` (also ``µs``/``μs``), ``ms`` or ``s``.
 
-Ambiguous spellings are rejected with a :class:`~ncclparse.errors.ProfileError` that says
-what to write instead: a bandwidth or time without a unit (``450``), a bare prefix (``50G``,
-which nccl-tests' ``-e 8G`` reads as binary), a size given as a rate or a rate as a size,
-and bit/byte forms whose case cannot tell (``GBPS``, ``gbps``, ``gb/s``).
+Ambiguous spellings are rejected with a :class:`~ncclparse.errors.ProfileError` that
+says what to write instead: a bandwidth or time without a unit (``450``), a bare prefix
+(``50G``, which nccl-tests' ``-e 8G`` reads as binary), a size given as a rate or a rate
+as a size, and bit/byte forms whose case cannot tell (``GBPS``, ``gbps``, ``gb/s``).
 
 Numbers that are already floats (not strings) are taken in the unit of the function's
 result: GB/s, bytes or microseconds. That is how TOML profiles with unit-named keys
@@ -50,48 +50,50 @@ def bandwidth_gbps(value: str | float) -> float:
     ambiguous unit, or a value that is not positive and finite.
     """
     if not isinstance(value, str):
-        return _positive(float(value), f"{value!r} GB/s")
+        return _positive(float(value), f"{value} GB/s")
     number, unit = _split(value, "bandwidth", "450GB/s (bytes) or 400Gbps (bits)")
     match = _RATE.match(unit)
     if match is None:
         raise ProfileError(_rate_hint(value, number, unit))
     scale = _prefix_scale(match.group("prefix"), value)
     bits = match.group("what") in ("b", "bit", "bits")
-    return _positive(number * scale / (8.0 if bits else 1.0) / 1e9, value)
+    return _positive(number * scale / (8.0 if bits else 1.0) / 1e9, repr(value))
 
 
 def size_bytes(value: str | float) -> int:
-    """Return a size in bytes from ``'10GB'``, ``'1.5 MB'``, ``'1GiB'`` or ``'1048576'``.
+    """Return a size in bytes from ``'10GB'``, ``'1.5 MB'``, ``'1GiB'`` or
+    ``'1048576'``.
 
     A bare integer (string or number) is bytes. Raises ProfileError for an ambiguous
     or unknown unit, a rate given as a size, or a non-integral byte count.
     """
     if not isinstance(value, str):
-        return _whole(float(value), repr(value))
+        return _whole(float(value), str(value))
     number, unit = _split(value, "size", "", unit_required=False)
     if not unit:
-        return _whole(number, value)
+        return _whole(number, repr(value))
     match = _SIZE.match(unit)
     if match is None:
         if _RATE.match(unit):
             raise ProfileError(f"{value!r} is a bandwidth, not a size: write e.g. 10GB")
         raise ProfileError(_size_hint(value, number, unit))
-    return _whole(number * _prefix_scale(match.group("prefix"), value), value)
+    return _whole(number * _prefix_scale(match.group("prefix"), value), repr(value))
 
 
 def time_us(value: str | float) -> float:
-    """Return a time in microseconds from ``'2us'``, ``'1.5 ms'``, ``'500ns'``, ``'0.1s'``.
+    """Return a time in microseconds from ``'2us'``, ``'1.5 ms'``, ``'500ns'``,
+    ``'0.1s'``.
 
     A float is taken as microseconds already. Raises ProfileError for a missing or
     unknown unit or a negative or non-finite value.
     """
     if not isinstance(value, str):
-        return _non_negative(float(value), f"{value!r} us")
+        return _non_negative(float(value), f"{value} us")
     number, unit = _split(value, "time", "2us, 1.5ms or 0.1s")
     scale = _TIME.get(unit)
     if scale is None:
         raise ProfileError(f"unknown time unit in {value!r}: write ns, us, ms or s")
-    return _non_negative(number * scale, value)
+    return _non_negative(number * scale, repr(value))
 
 
 def _split(
@@ -125,7 +127,7 @@ def _rate_hint(text: str, number: float, unit: str) -> str:
         )
     if _SIZE.match(unit):
         return f"{text!r} is a size, not a bandwidth: write {shown}{unit}/s"
-    if unit.upper() == unit or unit.lower() == unit:
+    if re.fullmatch(_RATE.pattern, unit, re.IGNORECASE):
         # GBPS / gbps / gb/s: the case of "b" is what tells bits from bytes.
         return (
             f"bandwidth {text!r} is ambiguous: write {shown}GB/s (bytes) or "
@@ -139,8 +141,8 @@ def _size_hint(text: str, number: float, unit: str) -> str:
     if unit in _DECIMAL or unit in ("g", "m"):
         return (
             f"size {text!r} is ambiguous (nccl-tests reads {unit} as binary): "
-            f"write {shown}{unit.upper()}B for 1e9-style units or {shown}{unit.upper()}iB "
-            f"for binary"
+            f"write {shown}{unit.upper()}B for 1e9-style units "
+            f"or {shown}{unit.upper()}iB for binary"
         )
     if unit in _BINARY:
         return f"size {text!r} is missing its B: write {shown}{unit}B"

@@ -7,6 +7,7 @@ import shutil
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pytest
 from click.testing import CliRunner
 
 from ncclparse import schema
@@ -113,3 +114,89 @@ def test_every_command_has_help(runner: CliRunner) -> None:
     for name, command in cli.commands.items():
         assert command.help, name
         assert runner.invoke(cli, [name, "--help"]).exit_code == 0
+
+
+def test_ideal_reproduces_seed_003(runner: CliRunner) -> None:
+    # Seed 003: B = 450 GB/s, I = 100 GB/s, 8 GPUs per node, 2 nodes -> 187.5 GB/s.
+    result = runner.invoke(
+        cli,
+        [
+            "ideal",
+            "--intra-bw",
+            "450GB/s",
+            "--inter-bw",
+            "100GB/s",
+            "--gpus-per-node",
+            "8",
+            "--nodes",
+            "2",
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0
+    values = json.loads(result.stdout)
+    assert values["ideal_busbw_gbps"] == 187.5
+    assert values["bound"] == "inter"
+
+
+def test_model_reproduces_seed_002_ring_all_reduce(runner: CliRunner) -> None:
+    # Seed 002: 10 GB over 256 ranks, alpha 2 us, 50 GB/s: 1.02 ms + 398 ms = 399 ms.
+    result = runner.invoke(
+        cli,
+        [
+            "model",
+            "all_reduce",
+            "--size",
+            "10GB",
+            "--ranks",
+            "256",
+            "--alpha",
+            "2us",
+            "--bandwidth",
+            "50GB/s",
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0
+    assert json.loads(result.stdout) == {
+        "time_us": 399457.5,
+        "latency_us": 1020.0,
+        "bandwidth_us": 398437.5,
+    }
+
+
+def test_model_needs_its_inputs(runner: CliRunner) -> None:
+    result = runner.invoke(cli, ["model", "all_reduce", "--size", "10GB"])
+    assert result.exit_code == 2
+    assert "--ranks, --alpha and --bandwidth are required" in result.stderr
+
+
+def test_analyze_writes_rows_and_fits_and_states_assumptions(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    out, fits = tmp_path / "a.parquet", tmp_path / "f.parquet"
+    result = runner.invoke(
+        cli, ["analyze", str(COMPLETE), "-q", "-o", str(out), "--fits", str(fits)]
+    )
+    assert result.exit_code == 0
+    assert result.stderr.startswith(
+        "Assumed: no profile given: device 'NVIDIA H100 80GB HBM3' matched preset h100"
+    )
+    rows = pq.read_table(out).to_pylist()
+    assert len(rows) == 62
+    biggest = rows[-1]  # 8 GiB in-place on 2 nodes x 8 H100 (B 450, I 400 GB/s)
+    assert biggest["size_bytes"] == 8589934592
+    # Seed 003: min(I(N-1)Q/(N(Q-1)), B(N-1)/(N-Q)) = min(750, 482.14...)
+    ideal = min(400 * 15 * 2 / (16 * 1), 450 * 15 / (16 - 2))
+    assert biggest["ideal_busbw_gbps"] == pytest.approx(ideal)
+    assert biggest["efficiency"] == pytest.approx(biggest["busbw_calc_gbps"] / ideal)
+    assert pq.read_table(fits).num_rows == 2
+
+
+def test_profiles_lists_presets_with_sources(runner: CliRunner) -> None:
+    result = runner.invoke(cli, ["profiles", "--json"])
+    assert result.exit_code == 0
+    presets = json.loads(result.stdout)
+    assert {"a100", "h100", "h200", "b200", "gb200-nvl72", "mi300x", "aurora"} <= set(
+        presets
+    )

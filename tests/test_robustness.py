@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import HealthCheck, assume, example, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import ncclparse
@@ -70,10 +70,7 @@ def parse_checked(data: bytes, name: str = NAME) -> ncclparse.ParseResult | None
     try:
         result = ncclparse.parse(io.BytesIO(data), name=name)
     except NcclParseError as exc:
-        assert name in str(exc), f"error does not name the source: {exc}"
-        line_no = getattr(exc, "line_no", None)
-        if line_no:  # an error about a line names it
-            assert f"{name}:{line_no}" in str(exc)
+        check_error(exc, name)
         return None
     conform(result.measurements, MEASUREMENTS_SCHEMA)
     conform(result.runs, RUNS_SCHEMA)
@@ -81,6 +78,13 @@ def parse_checked(data: bytes, name: str = NAME) -> ncclparse.ParseResult | None
     check_accounting(result, name, len(lines))
     check_no_invented_data(result, lines)
     return result
+
+
+def check_error(exc: NcclParseError, name: str) -> None:
+    assert name in str(exc), f"error does not name the source: {exc}"
+    line_no = getattr(exc, "line_no", None)
+    if line_no:  # an error about a line names it
+        assert f"{name}:{line_no}" in str(exc)
 
 
 def named_lines(warnings: list[str]) -> set[int]:
@@ -145,12 +149,13 @@ def check_no_invented_data(result: ncclparse.ParseResult, lines: list[str]) -> N
         match = re.match(r"line (\d+): .*rejoined with line (\d+)", warning)
         if match:
             rejoined.setdefault(int(match.group(1)), []).append(int(match.group(2)))
+    json_input = "".join(lines[:50]).lstrip()[:1] in ("{", "[")
     for row in result.measurements.to_pylist():
         number = row["line"]
         assert 1 <= number <= len(lines), row
         cited = [number, *rejoined.get(number, [])]
         text = " ".join(lines[n - 1] for n in cited)
-        if row["tool"] == "nccl-tests-json":  # one object spans several lines
+        if json_input:  # one pretty-printed object spans several lines
             text = " ".join(lines[number - 1 : number + 80])
         numbers = _numbers(text)
         for key in ("size_bytes", "count", "time_us", "algbw_gbps", "busbw_gbps"):
@@ -397,13 +402,9 @@ def check_cut(name: str, data: bytes, offset: int) -> None:
     part = parse_checked(cut, name)
     lines = reader_lines(cut)
     complete = sum(1 for ln in lines if ln.endswith(("\n", "\r")))
+    if offset == len(data):  # not cut: a last line without a newline is whole
+        complete = len(lines)
     if whole is None:
-        return
-    if part is None:
-        # Only when nothing that identifies the format survived the cut.
-        assert rows_of(whole)[:1] == [] or all(
-            r[0] > complete for r in rows_of(whole)[:1]
-        ) or not any(r[0] <= complete for r in rows_of(whole))
         return
     # Rows up to the cut, minus any row rejoined with a line beyond it.
     warnings = [w for ws in whole.runs.column("warnings").to_pylist() for w in ws]
@@ -414,23 +415,35 @@ def check_cut(name: str, data: bytes, offset: int) -> None:
         and int(m.group(2)) > complete
     }
     expected = [r for r in rows_of(whole) if r[0] <= complete and r[0] not in late]
+    if part is None:  # nothing that identifies the format survived the cut
+        assert not expected, offset
+        return
     got = rows_of(part)
-    assert got == expected, (offset, set(got) ^ set(expected))
-    # The run the cut falls into is not complete unless its footer survived.
+    # A partial last line may give rows (JSON objects that ended before the cut),
+    # but only rows the whole log has too.
+    assert [r for r in got if r[0] <= complete] == expected, offset
+    assert set(got) <= set(rows_of(whole)), offset
+    # A run is complete only once its footer survived the cut: then it has all its
+    # rows and the footer's own values, not a cut-off copy of them.
     wruns = whole.runs.to_pylist()
     for run in part.runs.to_pylist():
         if run["status"] != "complete":
             continue
+        if run["tool"] in NCCL_TOOLS:
+            assert run["avg_busbw_gbps"] is not None, (offset, run)
         assert any(
-            w["status"] == "complete" and w["first_line"] <= run["last_line"]
-            and run["last_line"] <= w["last_line"]
+            w["status"] == "complete"
+            and w["first_line"] <= run["last_line"] <= w["last_line"]
+            and w["rows"] == run["rows"]
+            and same(w["avg_busbw_gbps"], run["avg_busbw_gbps"])
             for w in wruns
         ), (offset, run)
-    if offset < len(data.rstrip()) and wruns:
-        last = part.runs.to_pylist()[-1] if part.runs.num_rows else None
-        spanning = [w for w in wruns if w["first_line"] <= complete < w["last_line"]]
-        if last is not None and spanning and spanning[-1]["status"] == "complete":
-            assert last["status"] in ("truncated", "failed"), (offset, last)
+
+
+def same(a: float | None, b: float | None) -> bool:
+    return a == b or (
+        a is not None and b is not None and math.isnan(a) and math.isnan(b)
+    )
 
 
 @pytest.mark.parametrize(
@@ -464,7 +477,10 @@ peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(outcome, base, peak, time.monotonic() - start)
 """
 HUGE_SHAPES = {
-    "row": (b"#  size count type redop root time algbw busbw #wrong\n8 2 float ", b"1 "),
+    "row": (
+        b"#  size count type redop root time algbw busbw #wrong\n8 2 float ",
+        b"1 ",
+    ),
     "letters": (b"# nccl-tests version 2.13.8\n", b"a"),
     "params": (b"# nThreads 1 ", b"ab "),
     "digits": (b"       8             2     float     sum      -1     ", b"9"),
@@ -493,6 +509,7 @@ def test_one_huge_line_without_newline(shape: str, tmp_path: Path) -> None:
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     outcome, base, peak, seconds = proc.stdout.split()
+    print(shape, outcome, f"{(int(peak) - int(base)) / 1024:.0f} MiB", seconds, "s")
     grown_mb = (int(peak) - int(base)) / 1024  # ru_maxrss is in KiB on Linux
     assert grown_mb < MEMORY_FACTOR * HUGE_MB + 64, (outcome, grown_mb)
     assert float(seconds) < 2 + HUGE_MB * 0.5, (outcome, seconds)
@@ -503,12 +520,8 @@ MEMORY_FACTOR = 12  # see docs/robustness.md
 
 def test_many_lines_stream_in_bounded_time() -> None:
     """A long valid log (50k rows) parses in linear time."""
-    head = SEED_BYTES.get(
-        "superbench-testdata_reduce_a100_8gpu_c0_redop_root_cols_complete.log"
-    )
-    assume(head is not None)
-    row = b"     1048576        262144     float     sum       0    45.29   23.15   23.15      0    45.33   23.13   23.13      0\n"  # noqa: E501
-    data = b"#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n"  # noqa: E501
+    row = b"     1048576        262144     float     sum       0    45.29   23.15   23.15      0    45.33   23.13   23.13      0\n"
+    data = b"#  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\n"
     data += row * 50_000
     start = time.monotonic()
     result = parse_checked(data)

@@ -49,11 +49,19 @@ def strip_prefix(text: str) -> tuple[str, str | None]:
     return text, stream
 
 
+# Longer lines are cut here and marked incomplete (parsers read no value from them):
+# this bounds the memory parsers use per line (docs/robustness.md).
+MAX_LINE = 1 << 20
+
+
 def numbered(raw_lines: Iterable[str]) -> Iterator[Line]:
     """Number raw lines (with their endings), strip CR/LF and launcher prefixes."""
     for number, raw in enumerate(raw_lines, start=1):
-        complete = raw.endswith("\n")
+        # The reader splits at \r too (newline=""), so a lone \r also ends a line.
+        complete = raw.endswith(("\n", "\r"))
         text = raw.rstrip("\r\n")
+        if len(text) > MAX_LINE:  # no tool prints this; bound what parsers split
+            text, complete = text[:MAX_LINE], False
         if "\r" in text:  # a carriage-return redraw: keep what was shown last
             text = text.rsplit("\r", 1)[-1] or text.replace("\r", "")
         text, stream = strip_prefix(text)

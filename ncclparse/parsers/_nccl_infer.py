@@ -135,7 +135,9 @@ def bus_ratio(rows: list[dict[str, Any]]) -> float | None:
     pairs = [
         (r["algbw_gbps"], r["busbw_gbps"])
         for r in rows
-        if r.get("algbw_gbps") and r.get("busbw_gbps") is not None
+        if _finite(r.get("algbw_gbps"))
+        and _finite(r.get("busbw_gbps"))
+        and r["algbw_gbps"] > 0
     ]
     if not pairs:
         return None
@@ -144,6 +146,10 @@ def bus_ratio(rows: list[dict[str, Any]]) -> float | None:
     if top < 0.1:
         return None
     return median(b / a for a, b in pairs if a >= top / 2)
+
+
+def _finite(value: float | None) -> bool:
+    return value is not None and math.isfinite(value)
 
 
 def _in_place_checked(run: Run) -> bool | None:
@@ -207,7 +213,7 @@ def _ranks_from_bus_ratio(rows: list[dict[str, Any]]) -> list[int]:
     low, high = 0.0, 2.0
     for row in rows:
         algbw, busbw = row.get("algbw_gbps"), row.get("busbw_gbps")
-        if not algbw or busbw is None or algbw < 0.1:
+        if not (_finite(algbw) and _finite(busbw)) or algbw < 0.1:
             continue
         # Both printed with 2 decimals: each may be off by 0.005.
         low = max(low, (busbw - 0.005) / (algbw + 0.005))

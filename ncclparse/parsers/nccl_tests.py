@@ -223,6 +223,8 @@ class _Parser:
 
     def _structure(self, state: _State, line: Line, body: str, stripped: str) -> str:
         number = line.number
+        if not line.complete:  # cut by the end of input: `: 84.8558` may read `: 8`
+            return "warned"
         words = body.split()
         if (match := _VERSION.match(body)) is not None:
             run = self._opener(state, "version", number)
@@ -463,7 +465,8 @@ class _Parser:
         state.unread = []
 
     def finish(self) -> tuple[list[Run], Counter[str]]:
-        for state in self.states.values():
+        for state in list(self.states.values()):
+            self._flush_unread(state)  # even in a stream with no run: opens one
             self._close(state)
         # Rows whose warning names them are accounted as warned, not twice.
         self.accounting["warned"] += self.accounting.pop("warned_named", 0)
