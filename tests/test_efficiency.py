@@ -16,7 +16,7 @@ from ncclparse.errors import ProfileError
 from ncclparse.hardware import HardwareProfile
 from ncclparse.schema import MEASUREMENTS_SCHEMA, measurements_table
 
-CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus"
+CORPUS = Path(__file__).resolve().parent / "fixtures"  # copies of the real corpus
 A3MEGA = CORPUS / "nccl" / "repo-ztan-a3mega_allreduce_16rank_2node_h100_complete.log"
 
 
@@ -457,7 +457,6 @@ def test_corpus_h100_two_nodes_end_to_end() -> None:
     assert {f["fit_class"] for f in got.fits.to_pylist()} <= set(eff.FIT_CLASSES)
 
 
-@pytest.mark.skipif(not CORPUS.exists(), reason="corpus not available")
 def test_corpus_every_null_has_a_reason() -> None:
     logs = sorted(str(p) for p in CORPUS.glob("*/*.log"))
     parsed = ncclparse.parse_many(logs)
