@@ -1,0 +1,57 @@
+"""Why a figure of the efficiency engine is null: one bit per reason.
+
+Rows and fits carry a bit set of these reasons; :func:`note_strings` turns it into the
+``efficiency_note`` / ``fit_note`` text, so that no null is left unexplained.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+NOTES = (
+    "grouped: the time covers several collectives, no per-collective figures",
+    "cputime: the time is CPU launch time (-C 1), no efficiency, fit or gap",
+    "collective unknown or without an nccl-tests busbw factor",
+    "nranks unknown",
+    "time is not positive",
+    "no hardware profile: pass --profile or --intra-bw/--inter-bw",
+    "multi-node but the inter-node bandwidth I is unknown",
+    "node count unknown: pass --nodes or --gpus-per-node",
+    "ranks not divisible by nodes: seed 003 assumes equal ranks per node",
+    "single rank: no data moves",
+    "series has fewer than 2 distinct non-zero sizes: no alpha-beta fit",
+    "0-byte row: not used by the fit",
+    "hardware latency unknown: gap_latency_us includes it",
+    "seed 004 gives host staging for all-reduce only: it stays in gap_bandwidth_us",
+    "busbw above the seed 003 ideal (in-network reduction, or a profile too low)",
+    "time does not grow with size in this series: beta unbounded, all time is latency",
+)
+(
+    GROUPED,
+    CPUTIME,
+    NO_COLL,
+    NO_N,
+    BAD_T,
+    NO_PROFILE,
+    NO_I,
+    NO_Q,
+    UNEVEN,
+    ONE_RANK,
+    NO_FIT,
+    ZERO,
+    NO_ALPHA,
+    STAGING,
+    ABOVE,
+    FLAT,
+) = (1 << i for i in range(len(NOTES)))
+
+
+def note_strings(reasons: np.ndarray) -> pa.Array:
+    """The text of each bit set in ``reasons`` joined by "; " (null for none)."""
+    unique, inverse = np.unique(reasons, return_inverse=True)
+    texts = [
+        "; ".join(t for bit, t in enumerate(NOTES) if int(u) >> bit & 1) or None
+        for u in unique
+    ]
+    return pa.array(texts, type=pa.string()).take(pa.array(inverse.astype(np.int64)))
