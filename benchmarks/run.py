@@ -14,7 +14,7 @@ Each figure is the median of ``--reps`` repetitions. Usage::
 
     python benchmarks/run.py                  # 256 MiB big log, a few minutes
     python benchmarks/run.py --size 1GiB      # the issue's target size
-    python benchmarks/run.py --profile        # also cProfile one parse of big.log
+    python benchmarks/run.py --profile        # also profile one parse of big.log
 
 Internal modes (used by the script on itself): ``--peer FILE`` runs the peer parser,
 ``--efficiency-child N`` times the efficiency engine on N rows in a fresh interpreter.
@@ -478,7 +478,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument(
         "--profile",
         action="store_true",
-        help="also cProfile one parse of the big log; print hot spots",
+        help="also profile one parse of the big log; print hot spots",
+    )
+    ap.add_argument(
+        "--profiler",
+        choices=("auto", "py-spy", "cprofile"),
+        default="auto",
+        help="profiler for --profile (auto: py-spy if installed, else cProfile)",
     )
     ap.add_argument(
         "--skip", default="", help="comma list of targets to skip: 1,2,3,4,5"
@@ -761,7 +767,7 @@ def main(argv: list[str] | None = None) -> int:
     (args.data / "last.json").write_text(json.dumps(figures, indent=1, default=str))
 
     if args.profile:
-        profile(python, big, out)
+        profile(python, big, out, args.profiler)
     return 0
 
 
@@ -781,25 +787,44 @@ def parquet_rows(python: Path, path: Path) -> int | str:
     return int(r.stdout) if r.returncode == 0 else "?"
 
 
-def profile(python: Path, big: Path, out: Path) -> None:
-    """cProfile one parse of ``big`` in a fresh interpreter; print the hot spots."""
+def profile(python: Path, big: Path, out: Path, profiler: str) -> None:
+    """Profile one parse of ``big`` in a fresh interpreter; print the hot spots.
+
+    py-spy (sampling, little overhead) when installed next to ``python`` or on PATH,
+    else cProfile (deterministic, inflates per-call costs, but counts calls).
+    """
+    spy = python.parent / "py-spy"
+    spy = spy if spy.exists() else Path(shutil.which("py-spy") or "py-spy")
+    if profiler == "auto":
+        profiler = "py-spy" if spy.exists() else "cprofile"
+    target = ["-m", "ncclparse", "parse", "-q", big, "-o", out / "profiled.parquet"]
+    log(f"profiling `ncclparse parse {big.name}` with {profiler} ...")
+    if profiler == "py-spy":
+        raw = out / "parse.pyspy.txt"
+        subprocess.run(
+            [
+                spy,
+                "record",
+                "-F",
+                "-r",
+                "200",
+                "-f",
+                "raw",
+                "-o",
+                raw,
+                "--",
+                python,
+                *target,
+            ],
+            check=False,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        print_collapsed(raw)
+        return
     stats = out / "parse.prof"
-    log("profiling ncclparse parse big.log with cProfile ...")
     subprocess.run(
-        [
-            python,
-            "-m",
-            "cProfile",
-            "-o",
-            stats,
-            "-m",
-            "ncclparse",
-            "parse",
-            "-q",
-            big,
-            "-o",
-            out / "profiled.parquet",
-        ],
+        [python, "-m", "cProfile", "-o", stats, *target],
         check=False,
         stdout=subprocess.DEVNULL,
     )
@@ -807,21 +832,48 @@ def profile(python: Path, big: Path, out: Path) -> None:
         "import pstats, sys\n"
         "s = pstats.Stats(sys.argv[1])\n"
         "total = max(v[3] for v in s.stats.values())\n"
-        "rows = sorted(s.stats.items(), key=lambda kv: -kv[1][3])\n"
-        "print(f'total {total:.1f} s under cProfile')\n"
-        "print('cum%  tot%  calls      function')\n"
-        "for (f, line, name), (cc, nc, tt, ct, _) in rows[:int(sys.argv[2])]:\n"
+        "def name(k):\n"
+        "    f, line, fn = k\n"
         "    f = f.split('site-packages/')[-1].split('/work/main/')[-1]\n"
-        "    print(f'{100*ct/total:5.1f} {100*tt/total:5.1f} {nc:>10}  "
-        "{name} ({f}:{line})')\n"
-        "print()\n"
-        "print('by own time:')\n"
-        "for (f, line, name), (cc, nc, tt, ct, _) in sorted(\n"
-        "        s.stats.items(), key=lambda kv: -kv[1][2])[:15]:\n"
-        "    f = f.split('site-packages/')[-1].split('/work/main/')[-1]\n"
-        "    print(f'{100*tt/total:5.1f} {nc:>10}  {name} ({f}:{line})')\n"
+        "    return f'{fn} ({f}:{line})'\n"
+        "print(f'cProfile: {total:.1f} s in all (profiler overhead included)')\n"
+        "print(' cum%  own%      calls  function')\n"
+        "for k, (cc, nc, tt, ct, _) in sorted(s.stats.items(),\n"
+        "        key=lambda kv: -kv[1][3])[:int(sys.argv[2])]:\n"
+        "    print(f'{100*ct/total:5.1f} {100*tt/total:5.1f} {nc:>10}  {name(k)}')\n"
+        "print('\\nby own time:')\n"
+        "for k, (cc, nc, tt, ct, _) in sorted(s.stats.items(),\n"
+        "        key=lambda kv: -kv[1][2])[:15]:\n"
+        "    print(f'{100*tt/total:5.1f} {nc:>10}  {name(k)}')\n"
     )
-    subprocess.run([python, "-c", code, stats, "40"], check=False)
+    subprocess.run([python, "-c", code, stats, "35"], check=False)
+
+
+def print_collapsed(raw: Path, top: int = 30) -> None:
+    """Cumulative and own share of each function in py-spy's collapsed stacks."""
+    cum: dict[str, int] = {}
+    own: dict[str, int] = {}
+    total = 0
+    for line in raw.read_text().splitlines():
+        stack, _, count = line.rpartition(" ")
+        if not stack:
+            continue
+        n = int(count)
+        total += n
+        frames = [f.split("site-packages/")[-1] for f in stack.split(";")]
+        for frame in set(frames):
+            cum[frame] = cum.get(frame, 0) + n
+        own[frames[-1]] = own.get(frames[-1], 0) + n
+    if not total:
+        print("py-spy recorded no samples")
+        return
+    print(f"py-spy: {total} samples")
+    print(" cum%  own%  function")
+    for frame, n in sorted(cum.items(), key=lambda kv: -kv[1])[:top]:
+        print(f"{100 * n / total:5.1f} {100 * own.get(frame, 0) / total:5.1f}  {frame}")
+    print("\nby own time:")
+    for frame, n in sorted(own.items(), key=lambda kv: -kv[1])[:15]:
+        print(f"{100 * n / total:5.1f}  {frame}")
 
 
 def efficiency_child(nrows: int, reps: int) -> int:
