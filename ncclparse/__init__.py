@@ -7,7 +7,9 @@
 
 from __future__ import annotations
 
-from .api import ParseResult, parse, parse_many
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .errors import (
     InputError,
     LogFormatError,
@@ -16,7 +18,27 @@ from .errors import (
     SchemaError,
     UnknownLogFormatError,
 )
-from .schema import MEASUREMENTS_SCHEMA, RUNS_SCHEMA, SCHEMA_VERSION
+
+if TYPE_CHECKING:
+    from .api import ParseResult, parse, parse_many
+    from .schema import MEASUREMENTS_SCHEMA, RUNS_SCHEMA, SCHEMA_VERSION
+
+# pyarrow, pandas and numpy load on first use, so that `ncclparse --help` and the
+# error classes stay cheap to import.
+_LAZY = {
+    "ParseResult": "ncclparse.api",
+    "parse": "ncclparse.api",
+    "parse_many": "ncclparse.api",
+    "MEASUREMENTS_SCHEMA": "ncclparse.schema",
+    "RUNS_SCHEMA": "ncclparse.schema",
+    "SCHEMA_VERSION": "ncclparse.schema",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        return getattr(importlib.import_module(_LAZY[name]), name)
+    raise AttributeError(f"module 'ncclparse' has no attribute {name!r}")
 
 __version__ = "0.1.0"
 

@@ -84,8 +84,12 @@ def summary_lines(result: ParseResult) -> list[str]:
 
 
 def _parse_into(collector: Collector, source: Source, name: str | None) -> None:
-    display, raw_lines = open_source(source, name)
-    runs, accounting = parse_lines(raw_lines, display)
+    display, handle, owned = open_source(source, name)
+    try:
+        runs, accounting = parse_lines(handle, display)
+    finally:
+        if owned:
+            handle.close()
     collector.add_runs(display, runs)
     collector.accounting[display] = accounting
 

@@ -12,10 +12,11 @@ import itertools
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from typing import IO
 
 from ncclparse.errors import UnknownLogFormatError
 
-from ._lines import Line, numbered
+from ._lines import Line, Skipped, numbered, without_nccl_debug
 from ._model import Run
 
 # How far into an input detection looks: NCCL_DEBUG=INFO start-up chatter of many
@@ -30,6 +31,9 @@ class LogParser:
     name: str
     sniff: Callable[[Sequence[Line]], bool]
     parse: Callable[[Iterable[Line], str], tuple[list[Run], Counter[str]]]
+    # The parser also takes Skipped items: runs of plain NCCL debug lines it need not
+    # read (see _lines.without_nccl_debug).
+    skips_nccl_debug: bool = False
 
 
 def _registry() -> list[LogParser]:
@@ -38,24 +42,28 @@ def _registry() -> list[LogParser]:
     from . import imb, nccl_tests, nccl_tests_json, oneccl, oneccl_csv
 
     modules = [oneccl_csv, oneccl, imb, nccl_tests_json, nccl_tests]
-    return [LogParser(m.NAME, m.sniff, m.parse) for m in modules]
+    return [
+        LogParser(m.NAME, m.sniff, m.parse, getattr(m, "SKIPS_NCCL_DEBUG", False))
+        for m in modules
+    ]
 
 
 PARSERS: list[LogParser] = _registry()
 
 
-def parse_lines(
-    raw_lines: Iterable[str], source: str
-) -> tuple[list[Run], Counter[str]]:
-    """Detect the format of ``raw_lines`` and parse them.
+def parse_lines(handle: IO[str], source: str) -> tuple[list[Run], Counter[str]]:
+    """Detect the format of the text in ``handle`` and parse it.
 
     Raises UnknownLogFormatError when no parser recognises the input.
     """
-    lines = numbered(raw_lines)
+    lines = numbered(handle)
     head = list(itertools.islice(lines, SNIFF_LINES))
     for parser in PARSERS:
         if parser.sniff(head):
-            return parser.parse(itertools.chain(head, lines), source)
+            rest: Iterable[Line | Skipped] = lines
+            if parser.skips_nccl_debug:
+                rest = without_nccl_debug(handle, len(head) + 1)
+            return parser.parse(itertools.chain(head, rest), source)
     first = next(((ln.number, ln.text) for ln in head if ln.text.strip()), None)
     if first is None:
         raise UnknownLogFormatError(source, None)

@@ -5,9 +5,8 @@ from __future__ import annotations
 import io
 import re
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, NamedTuple
 
 from ncclparse.errors import InputError
 
@@ -25,14 +24,20 @@ _PREFIXES = re.compile(
 )
 
 
-@dataclass(frozen=True, slots=True)
-class Line:
+class Line(NamedTuple):
     """One input line: 1-based number, text without prefix or line ending."""
 
     number: int
     text: str
     complete: bool  # False for a last line cut off by the end of input (no newline)
     stream: str | None = None  # launcher rank tag, when the line carried one
+
+
+class Skipped(NamedTuple):
+    """Plain NCCL debug lines a fast reader counted without reading (see below)."""
+
+    count: int
+    last: int  # number of the last of them
 
 
 def strip_prefix(text: str) -> tuple[str, str | None]:
@@ -57,22 +62,72 @@ MAX_LINE = 1 << 20
 def numbered(raw_lines: Iterable[str]) -> Iterator[Line]:
     """Number raw lines (with their endings), strip CR/LF and launcher prefixes."""
     for number, raw in enumerate(raw_lines, start=1):
-        # The reader splits at \r too (newline=""), so a lone \r also ends a line.
-        complete = raw.endswith(("\n", "\r"))
-        text = raw.rstrip("\r\n")
-        if len(text) > MAX_LINE:  # no tool prints this; bound what parsers split
-            text, complete = text[:MAX_LINE], False
-        if "\r" in text:  # a carriage-return redraw: keep what was shown last
-            text = text.rsplit("\r", 1)[-1] or text.replace("\r", "")
-        text, stream = strip_prefix(text)
-        yield Line(number, text, complete, stream)
+        yield _line(number, raw)
+
+
+def _line(number: int, raw: str) -> Line:
+    # The reader splits at \r too (newline=""), so a lone \r also ends a line.
+    complete = raw.endswith(("\n", "\r"))
+    text = raw.rstrip("\r\n")
+    if len(text) > MAX_LINE:  # no tool prints this; bound what parsers split
+        text, complete = text[:MAX_LINE], False
+    if "\r" in text:  # a carriage-return redraw: keep what was shown last
+        text = text.rsplit("\r", 1)[-1] or text.replace("\r", "")
+    text, stream = strip_prefix(text)
+    return Line(number, text, complete, stream)
+
+
+_CHUNK = 1 << 22
+# A line starting with one of these may carry a launcher prefix, a table row or
+# Markdown: it is never passed over.
+_READ_FIRST = frozenset(" \t#[|>0123456789")
+
+
+def without_nccl_debug(handle: IO[str], first: int) -> Iterator[Line | Skipped]:
+    """The lines of ``handle`` (numbered from ``first``), runs of NCCL debug as Skipped.
+
+    A plain NCCL debug line (``host:pid:tid [dev] NCCL INFO ...`` with no launcher
+    prefix, mentioning no version, failure, timeout or benchmark binary) can only be
+    noise, so it is counted in bulk instead of being read: with NCCL_DEBUG=INFO such
+    lines are 95 % of a log. Blocks are split exactly as line iteration would split
+    them (newline=""), so numbering and line ends are the same as :func:`numbered`.
+    """
+    number = first - 1
+    carry = ""
+    while block := handle.read(_CHUNK):
+        block = carry + block
+        cut = block.rfind("\n") + 1
+        carry = block[cut:]
+        raws = io.StringIO(block[:cut], newline="").readlines()
+        kept = [
+            i
+            for i, raw in enumerate(raws)
+            if raw[:1] in _READ_FIRST
+            or (" NCCL INFO " not in raw and " NCCL WARN " not in raw)
+            or "version" in raw
+            or "ailure" in raw
+            or "imeout" in raw
+            or "_perf" in raw
+        ]
+        previous = -1
+        for i in kept:
+            if i - previous > 1:
+                yield Skipped(i - previous - 1, number + i)
+            yield _line(number + i + 1, raws[i])
+            previous = i
+        if len(raws) - previous > 1:
+            yield Skipped(len(raws) - previous - 1, number + len(raws))
+        number += len(raws)
+    for raw in io.StringIO(carry, newline=""):
+        number += 1
+        yield _line(number, raw)
 
 
 Source = str | Path | IO[str] | IO[bytes]
 
 
-def open_source(source: Source, name: str | None = None) -> tuple[str, Iterable[str]]:
-    """Return (display name, raw line iterator) for a path, stream or string.
+def open_source(source: Source, name: str | None = None) -> tuple[str, IO[str], bool]:
+    """Return (display name, text stream, whether the caller must close it).
 
     A ``str`` containing a newline (or empty) is log text; any other ``str`` is a
     path. Bytes are decoded as UTF-8 with invalid sequences replaced (logs are not
@@ -89,22 +144,18 @@ def open_source(source: Source, name: str | None = None) -> tuple[str, Iterable[
             handle = path.open("r", encoding="utf-8", errors="replace", newline="")
         except OSError as exc:
             raise InputError(f"{display}: cannot read: {exc.strerror}") from exc
-        return display, _closing_lines(handle)
+        return display, handle, True
     if isinstance(source, str):
-        return name or "<string>", io.StringIO(source, newline="")
+        return name or "<string>", io.StringIO(source, newline=""), True
     display = name or getattr(source, "name", None) or "<stream>"
     if isinstance(display, int):
         display = "<stream>"
     if isinstance(source, io.TextIOBase):
-        return str(display), source
-    return str(display), io.TextIOWrapper(
+        return str(display), source, False  # type: ignore[return-value]
+    wrapper = io.TextIOWrapper(
         source,  # type: ignore[arg-type]
         encoding="utf-8",
         errors="replace",
         newline="",
     )
-
-
-def _closing_lines(handle: IO[str]) -> Iterator[str]:
-    with handle:
-        yield from handle
+    return str(display), wrapper, False

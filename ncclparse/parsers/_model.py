@@ -10,6 +10,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
+import pyarrow as pa
+
 from ncclparse import schema
 
 # Kinds of input line for the accounting rule of schema.md: every line is one of these.
@@ -66,6 +68,25 @@ class Run:
 
 
 _ROW_DEFAULTS: dict[str, Any] = {"cputime": False, "grouped": False}
+# Integer columns and their bounds: a value a parser read beyond them (a hostile or
+# corrupt log) is never passed to Arrow, which would raise a bare OverflowError.
+_INT_BITS = {
+    f.name: f.type.bit_width
+    for f in (*schema.MEASUREMENT_FIELDS, *schema.RUN_FIELDS)
+    if pa.types.is_integer(f.type)
+}
+
+
+_ROW_INTS = tuple(name for name in schema.MEASUREMENT_COLUMNS if name in _INT_BITS)
+
+
+def _out_of_range(name: str, value: Any) -> bool:
+    bits = _INT_BITS.get(name)
+    return (
+        bits is not None
+        and isinstance(value, int)
+        and not -(2 ** (bits - 1)) <= value < 2 ** (bits - 1)
+    )
 
 
 @dataclass
@@ -84,6 +105,10 @@ class Collector:
         """Append ``runs`` of ``source`` (in order), numbering them from 0."""
         runs = sorted(runs, key=lambda r: r.first_line)
         for index, run in enumerate(runs):
+            for name in ("nranks", "nnodes", "oob_values"):
+                if _out_of_range(name, getattr(run, name)):
+                    run.warn(run.first_line, f"{name} out of range: not kept")
+                    setattr(run, name, None)
             self._add_rows(source, index, run)
             self._add_run(source, index, run)
 
@@ -97,13 +122,21 @@ class Collector:
             "nnodes": run.nnodes,
             "device": run.device,
         }
-        columns = self.measurements
+        rows = []
         for row in run.rows:
-            for name, values in columns.items():
-                if name in shared:
-                    values.append(shared[name])
-                else:
-                    values.append(row.get(name, _ROW_DEFAULTS.get(name)))
+            bad = next((k for k in _ROW_INTS if _out_of_range(k, row.get(k))), None)
+            if bad is not None:
+                run.warn(row["line"], f"{bad} out of range: row not read")
+            else:
+                rows.append(row)
+        # Column by column: one comprehension per column is much cheaper than a
+        # Python loop over every (row, column) pair.
+        for name, values in self.measurements.items():
+            if name in shared:
+                values.extend([shared[name]] * len(rows))
+            else:
+                default = _ROW_DEFAULTS.get(name)
+                values.extend([row.get(name, default) for row in rows])
 
     def _add_run(self, source: str, index: int, run: Run) -> None:
         values = {

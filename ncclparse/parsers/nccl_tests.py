@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
-from ._lines import Line
+from ._lines import Line, Skipped
 from ._model import Run
 from ._nccl_infer import (
     infer_collective,
@@ -35,6 +35,7 @@ from ._nccl_layout import (
 from ._noise import is_command, is_noise
 
 NAME = "nccl-tests"
+SKIPS_NCCL_DEBUG = True  # parse() takes Skipped runs of plain NCCL debug lines
 
 _ROW_START = re.compile(r"^\s*\d+\s+\d+\s+[A-Za-z]")
 # Tokens must be separated by whitespace: `(?:[\d.]+\s*)+` backtracks exponentially.
@@ -191,6 +192,14 @@ class _Parser:
         if state.run is not None and kind not in ("blank", "warned"):
             state.run.last_line = line.number  # its own lines and NCCL noise
 
+    def skip_noise(self, skipped: Skipped) -> None:
+        """Account for plain NCCL debug lines passed over: as feed() would for noise."""
+        state = self.states.setdefault(None, _State())
+        self.accounting["noise"] += skipped.count
+        self._flush_unread(state)
+        if state.run is not None:
+            state.run.last_line = skipped.last
+
     def _classify(self, state: _State, line: Line, text: str) -> str:
         stripped = text.strip()
         if not stripped:
@@ -198,7 +207,10 @@ class _Parser:
         if _ROW_START.match(text) or (state.pending and _NUMBERS_ONLY.match(text)):
             return self._data(state, line, text)
         body = stripped.lstrip("#").strip()
-        if _FAILURE.search(stripped) or (_TOOL_ERROR.match(body) and state.run):
+        # The substring tests are cheap guards in front of the regular expressions.
+        if (
+            ("ailure" in stripped or "imeout" in stripped) and _FAILURE.search(stripped)
+        ) or (_TOOL_ERROR.match(body) and state.run):
             run = self._current(state, line.number)
             if run.status != "failed" and state.phase != "preamble":
                 state.phase = "footer"
@@ -207,12 +219,13 @@ class _Parser:
             return "error"
         if (
             not stripped.startswith("#")
+            and "_perf" in stripped
             and _BINARY.search(stripped)
             and is_command(stripped)
         ):
             self._command(state, line.number, stripped)
             return "noise"
-        if is_noise(stripped):
+        if _maybe_noise(stripped) and is_noise(stripped):
             version = _NCCL_VERSION.search(stripped)
             if version and state.run is not None and state.run.library_version is None:
                 state.run.library_version = version.group("v")
@@ -383,7 +396,7 @@ class _Parser:
 
     def _data(self, state: _State, line: Line, text: str) -> str:
         number = line.number
-        glued = _GLUED_NOISE.search(text)
+        glued = _GLUED_NOISE.search(text) if "CCL " in text else None
         if glued is not None:
             text = text[: glued.start()]
         tokens = text.split()
@@ -476,6 +489,16 @@ class _Parser:
         if runs:
             runs[0].first_line = 1  # what precedes the first run is its context
         return runs, self.accounting
+
+
+def _maybe_noise(stripped: str) -> bool:
+    # A `#` line is the tool's own unless it is a Markdown heading or quotes NCCL/UCX.
+    return (
+        not stripped.startswith("#")
+        or stripped.startswith("##")
+        or "CCL " in stripped
+        or "UCX" in stripped
+    )
 
 
 def _split_copies(run: Run, state: _State) -> list[Run]:
@@ -579,11 +602,16 @@ def sniff(head: Sequence[Line]) -> bool:
     return rows > 0
 
 
-def parse(lines: Iterable[Line], source: str) -> tuple[list[Run], Counter[str]]:
+def parse(
+    lines: Iterable[Line | Skipped], source: str
+) -> tuple[list[Run], Counter[str]]:
     """Parse nccl-tests/rccl-tests text output into runs (see module docstring)."""
     parser = _Parser(source)
     for line in lines:
-        parser.feed(line)
+        if isinstance(line, Skipped):
+            parser.skip_noise(line)
+        else:
+            parser.feed(line)
     return parser.finish()
 
 
