@@ -80,6 +80,14 @@ _INT_BITS = {
 _ROW_INTS = tuple(name for name in schema.MEASUREMENT_COLUMNS if name in _INT_BITS)
 
 
+def _column_out_of_range(name: str, rows: list[dict[str, Any]]) -> bool:
+    """Cheap test of a whole run's column; rows are checked one by one only if True."""
+    values = [v for row in rows if isinstance(v := row.get(name), int)]
+    return bool(values) and (
+        _out_of_range(name, min(values)) or _out_of_range(name, max(values))
+    )
+
+
 def _out_of_range(name: str, value: Any) -> bool:
     bits = _INT_BITS.get(name)
     return (
@@ -122,13 +130,15 @@ class Collector:
             "nnodes": run.nnodes,
             "device": run.device,
         }
-        rows = []
-        for row in run.rows:
-            bad = next((k for k in _ROW_INTS if _out_of_range(k, row.get(k))), None)
-            if bad is not None:
-                run.warn(row["line"], f"{bad} out of range: row not read")
-            else:
-                rows.append(row)
+        rows = run.rows
+        if any(_column_out_of_range(name, rows) for name in _ROW_INTS):
+            rows = []
+            for row in run.rows:
+                bad = next((k for k in _ROW_INTS if _out_of_range(k, row.get(k))), None)
+                if bad is not None:
+                    run.warn(row["line"], f"{bad} out of range: row not read")
+                else:
+                    rows.append(row)
         # Column by column: one comprehension per column is much cheaper than a
         # Python loop over every (row, column) pair.
         for name, values in self.measurements.items():
