@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from . import schema
 from .errors import NcclParseError
 from .parsers import parse_lines
 from .parsers._lines import Source, open_source
@@ -44,13 +44,20 @@ def parse(source: Source, *, name: str | None = None) -> ParseResult:
     return _result(collector, ())
 
 
-def parse_many(sources: Iterable[Source | tuple[Source, str]]) -> ParseResult:
+def parse_many(
+    sources: Iterable[Source | tuple[Source, str]],
+    *,
+    on_batch: Callable[[pa.RecordBatch], None] | None = None,
+) -> ParseResult:
     """Parse many sources into one result; a source that fails does not stop the rest.
 
     Each item is a source as for :func:`parse`, or a ``(source, name)`` pair. The
-    error of each failed source is in ``failures`` (in input order).
+    error of each failed source is in ``failures`` (in input order). With
+    ``on_batch``, measurements go to it as record batches while parsing goes on
+    (memory stays flat however large the input) and the result's ``measurements``
+    table is empty.
     """
-    collector = Collector()
+    collector = Collector(on_batch)
     failures: list[NcclParseError] = []
     for item in sources:
         source, name = item if isinstance(item, tuple) else (item, None)
@@ -85,19 +92,21 @@ def summary_lines(result: ParseResult) -> list[str]:
 
 def _parse_into(collector: Collector, source: Source, name: str | None) -> None:
     display, handle, owned = open_source(source, name)
+    numbers = itertools.count()
     try:
-        runs, accounting = parse_lines(handle, display)
+        accounting = parse_lines(
+            handle, display, lambda run: collector.add_run(display, next(numbers), run)
+        )
     finally:
         if owned:
             handle.close()
-    collector.add_runs(display, runs)
     collector.accounting[display] = accounting
 
 
 def _result(collector: Collector, failures: tuple[NcclParseError, ...]) -> ParseResult:
     return ParseResult(
-        measurements=schema.measurements_table(collector.measurements),
-        runs=schema.runs_table(collector.runs),
+        measurements=collector.measurements_table(),
+        runs=collector.runs_table(),
         accounting=collector.accounting,
         failures=failures,
     )

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -56,28 +56,64 @@ def format_for(path: Path, explicit: str | None = None) -> str:
 
 def write_table(table: pa.Table, path: Path, fmt: str | None = None) -> None:
     """Write ``table`` to ``path`` atomically in ``fmt`` (default: by extension)."""
-    fmt = format_for(path, fmt)
-    with atomic_output(path, binary=True) as handle:
-        write_to(table, handle, fmt)
+    with table_writer(path, table.schema, fmt) as write:
+        for batch in table.to_batches():
+            write(batch)
 
 
 def write_to(table: pa.Table, handle: IO[bytes], fmt: str) -> None:
     """Write ``table`` to an open binary stream (e.g. standard output)."""
+    with batch_writer(handle, table.schema, fmt) as write:
+        for batch in table.to_batches():
+            write(batch)
+
+
+@contextmanager
+def table_writer(
+    path: Path, schema: pa.Schema, fmt: str | None = None
+) -> Iterator[Callable[[pa.RecordBatch], None]]:
+    """Yield a function that writes record batches to ``path`` as they come.
+
+    The file appears, complete, only when the block ends without error (see
+    :func:`atomic_output`); ``fmt`` defaults to the one the extension names.
+    """
+    fmt = format_for(path, fmt)
+    with (
+        atomic_output(path, binary=True) as handle,
+        batch_writer(handle, schema, fmt) as write,
+    ):
+        yield write
+
+
+@contextmanager
+def batch_writer(
+    handle: IO[bytes], schema: pa.Schema, fmt: str
+) -> Iterator[Callable[[pa.RecordBatch], None]]:
+    """Yield a function that writes record batches of ``schema`` to ``handle``."""
     if fmt == "parquet":
-        pq.write_table(table, handle)
+        parquet = pq.ParquetWriter(handle, schema)
+        try:
+            yield parquet.write_batch
+        finally:
+            parquet.close()
     elif fmt == "arrow":
-        feather.write_feather(table, handle, compression="uncompressed")
+        with pa.ipc.new_file(handle, schema) as ipc:
+            yield ipc.write_batch
     elif fmt == "csv":
-        pa_csv.write_csv(_flat(table), handle)
+        with pa_csv.CSVWriter(handle, _flat(schema.empty_table()).schema) as csv:
+            yield lambda batch: csv.write_table(_flat(pa.Table.from_batches([batch])))
     elif fmt == "jsonl":
-        maps = [f.name for f in table.schema if pa.types.is_map(f.type)]
-        for batch in table.to_batches(max_chunksize=10_000):
-            for row in batch.to_pylist():
-                for name in maps:  # Arrow maps come back as (key, value) pairs
-                    row[name] = dict(row[name] or ())
-                handle.write(json.dumps(_jsonable(row)).encode() + b"\n")
+        yield lambda batch: _write_jsonl(batch, handle)
     else:
         raise NcclParseError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
+
+
+def _write_jsonl(batch: pa.RecordBatch, handle: IO[bytes]) -> None:
+    maps = [f.name for f in batch.schema if pa.types.is_map(f.type)]
+    for row in batch.to_pylist():
+        for name in maps:  # Arrow maps come back as (key, value) pairs
+            row[name] = dict(row[name] or ())
+        handle.write(json.dumps(_jsonable(row)).encode() + b"\n")
 
 
 def read_table(path: Path) -> pa.Table:

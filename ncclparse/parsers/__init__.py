@@ -12,7 +12,7 @@ import itertools
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, Any
 
 from ncclparse.errors import UnknownLogFormatError
 
@@ -30,10 +30,11 @@ class LogParser:
 
     name: str
     sniff: Callable[[Sequence[Line]], bool]
-    parse: Callable[[Iterable[Line], str], tuple[list[Run], Counter[str]]]
-    # The parser also takes Skipped items: runs of plain NCCL debug lines it need not
-    # read (see _lines.without_nccl_debug).
-    skips_nccl_debug: bool = False
+    parse: Callable[..., Any]
+    # A streaming parser is called as parse(lines, source, emit): it hands each run to
+    # emit once final, returns the accounting, and also takes Skipped items (runs of
+    # plain NCCL debug lines it need not read, see _lines.without_nccl_debug).
+    streams: bool = False
 
 
 def _registry() -> list[LogParser]:
@@ -43,7 +44,7 @@ def _registry() -> list[LogParser]:
 
     modules = [oneccl_csv, oneccl, imb, nccl_tests_json, nccl_tests]
     return [
-        LogParser(m.NAME, m.sniff, m.parse, getattr(m, "SKIPS_NCCL_DEBUG", False))
+        LogParser(m.NAME, m.sniff, m.parse, getattr(m, "STREAMS", False))
         for m in modules
     ]
 
@@ -51,19 +52,27 @@ def _registry() -> list[LogParser]:
 PARSERS: list[LogParser] = _registry()
 
 
-def parse_lines(handle: IO[str], source: str) -> tuple[list[Run], Counter[str]]:
-    """Detect the format of the text in ``handle`` and parse it.
+def parse_lines(
+    handle: IO[str], source: str, emit: Callable[[Run], None]
+) -> Counter[str]:
+    """Detect the format of the text in ``handle``, parse it, return the accounting.
 
-    Raises UnknownLogFormatError when no parser recognises the input.
+    Runs go to ``emit`` in source order (by first line), as soon as they are final
+    where the parser streams. Raises UnknownLogFormatError when no parser recognises
+    the input.
     """
     lines = numbered(handle)
     head = list(itertools.islice(lines, SNIFF_LINES))
     for parser in PARSERS:
         if parser.sniff(head):
             rest: Iterable[Line | Skipped] = lines
-            if parser.skips_nccl_debug:
+            if parser.streams:
                 rest = without_nccl_debug(handle, len(head) + 1)
-            return parser.parse(itertools.chain(head, rest), source)
+                return parser.parse(itertools.chain(head, rest), source, emit)
+            runs, accounting = parser.parse(itertools.chain(head, rest), source)
+            for run in sorted(runs, key=lambda r: r.first_line):
+                emit(run)
+            return accounting
     first = next(((ln.number, ln.text) for ln in head if ln.text.strip()), None)
     if first is None:
         raise UnknownLogFormatError(source, None)

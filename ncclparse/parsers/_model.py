@@ -7,6 +7,7 @@ them into the columns of the ``measurements`` and ``runs`` tables (schema.py).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -97,30 +98,82 @@ def _out_of_range(name: str, value: Any) -> bool:
     )
 
 
-@dataclass
-class Collector:
-    """Accumulates runs of many sources as table columns, plus line accounting."""
+# Rows are handed on as Arrow record batches of this many rows: Python objects per row
+# cost several times more memory than Arrow columns.
+BATCH_ROWS = 65_536
+BATCH_RUNS = 1_024
 
-    measurements: dict[str, list[Any]] = field(
-        default_factory=lambda: {name: [] for name in schema.MEASUREMENT_COLUMNS}
-    )
-    runs: dict[str, list[Any]] = field(
-        default_factory=lambda: {name: [] for name in schema.RUN_COLUMNS}
-    )
-    accounting: dict[str, Counter[str]] = field(default_factory=dict)
+
+class Collector:
+    """Turns runs of many sources into table columns, plus line accounting.
+
+    Measurement rows are converted to Arrow record batches every BATCH_ROWS rows and
+    passed to ``on_batch`` (or kept, for :meth:`measurements_table`), so memory does
+    not grow with the number of rows when the caller writes batches out as they come.
+    """
+
+    def __init__(
+        self, on_batch: Callable[[pa.RecordBatch], None] | None = None
+    ) -> None:
+        self.on_batch = on_batch
+        self.batches: list[pa.RecordBatch] = []
+        self.measurements: dict[str, list[Any]] = {
+            name: [] for name in schema.MEASUREMENT_COLUMNS
+        }
+        self.runs: dict[str, list[Any]] = {name: [] for name in schema.RUN_COLUMNS}
+        self.run_batches: list[pa.RecordBatch] = []
+        self.accounting: dict[str, Counter[str]] = {}
+        self._buffered = 0
 
     def add_runs(self, source: str, runs: list[Run]) -> None:
-        """Append ``runs`` of ``source`` (in order), numbering them from 0."""
-        runs = sorted(runs, key=lambda r: r.first_line)
-        for index, run in enumerate(runs):
-            for name in ("nranks", "nnodes", "oob_values"):
-                if _out_of_range(name, getattr(run, name)):
-                    run.warn(run.first_line, f"{name} out of range: not kept")
-                    setattr(run, name, None)
-            self._add_rows(source, index, run)
-            self._add_run(source, index, run)
+        """Append all ``runs`` of ``source``, ordered and numbered from 0."""
+        for index, run in enumerate(sorted(runs, key=lambda r: r.first_line)):
+            self.add_run(source, index, run)
 
-    def _add_rows(self, source: str, index: int, run: Run) -> None:
+    def add_run(self, source: str, index: int, run: Run) -> None:
+        """Append one run (the ``index``-th of its source) and its rows."""
+        for name in ("nranks", "nnodes", "oob_values"):
+            if _out_of_range(name, getattr(run, name)):
+                run.warn(run.first_line, f"{name} out of range: not kept")
+                setattr(run, name, None)
+        rows = self._add_rows(source, index, run)
+        self._add_run(source, index, run, rows)
+        self._buffered += rows
+        if self._buffered >= BATCH_ROWS:
+            self.flush()
+        if len(self.runs["run"]) >= BATCH_RUNS:
+            self._flush_runs()
+
+    def flush(self) -> None:
+        """Convert the buffered rows to record batches and hand them on."""
+        if not self._buffered:
+            return
+        table = schema.measurements_table(self.measurements)
+        for values in self.measurements.values():
+            values.clear()
+        self._buffered = 0
+        for batch in table.to_batches():
+            if self.on_batch is not None:
+                self.on_batch(batch)
+            else:
+                self.batches.append(batch)
+
+    def _flush_runs(self) -> None:
+        self.run_batches.extend(schema.runs_table(self.runs).to_batches())
+        for values in self.runs.values():
+            values.clear()
+
+    def runs_table(self) -> pa.Table:
+        """Every run added, as one table."""
+        self._flush_runs()
+        return pa.Table.from_batches(self.run_batches, schema=schema.RUNS_SCHEMA)
+
+    def measurements_table(self) -> pa.Table:
+        """Every row not handed to ``on_batch``, as one table."""
+        self.flush()
+        return pa.Table.from_batches(self.batches, schema=schema.MEASUREMENTS_SCHEMA)
+
+    def _add_rows(self, source: str, index: int, run: Run) -> int:
         shared = {
             "source": source,
             "run": index,
@@ -147,8 +200,9 @@ class Collector:
             else:
                 default = _ROW_DEFAULTS.get(name)
                 values.extend([row.get(name, default) for row in rows])
+        return len(rows)
 
-    def _add_run(self, source: str, index: int, run: Run) -> None:
+    def _add_run(self, source: str, index: int, run: Run, rows: int) -> None:
         values = {
             "source": source,
             "run": index,
@@ -158,7 +212,7 @@ class Collector:
             "status": run.status,
             "first_line": run.first_line,
             "last_line": run.last_line or run.first_line,
-            "rows": len(run.rows),
+            "rows": rows,
             "nranks": run.nranks,
             "nnodes": run.nnodes,
             "hosts": run.hosts,

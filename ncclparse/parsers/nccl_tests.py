@@ -10,9 +10,10 @@ as separate streams, so interleaved copies of a non-MPI build become separate ru
 from __future__ import annotations
 
 import dataclasses
+import math
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from ._lines import Line, Skipped
@@ -35,7 +36,7 @@ from ._nccl_layout import (
 from ._noise import is_command, is_noise
 
 NAME = "nccl-tests"
-SKIPS_NCCL_DEBUG = True  # parse() takes Skipped runs of plain NCCL debug lines
+STREAMS = True  # parse() emits runs as they end and takes Skipped NCCL debug lines
 
 _ROW_START = re.compile(r"^\s*\d+\s+\d+\s+[A-Za-z]")
 # Tokens must be separated by whitespace: `(?:[\d.]+\s*)+` backtracks exponentially.
@@ -111,9 +112,11 @@ class _State:
 
 
 class _Parser:
-    def __init__(self, source: str) -> None:
+    def __init__(self, source: str, emit: Callable[[Run], None]) -> None:
         self.source = source
-        self.runs: list[Run] = []
+        self.emit = emit
+        self.emitted = 0
+        self.runs: list[Run] = []  # opened and not yet emitted
         self.states: dict[str | None, _State] = {}
         self.accounting: Counter[str] = Counter()
         self.pending_command: tuple[int, str] | None = None
@@ -158,6 +161,24 @@ class _Parser:
             for row in each.rows:
                 row["collective"] = each.collectives[0] if each.collectives else None
         state.run = None
+        self._release()
+
+    def _release(self) -> None:
+        """Emit the ended runs that start before every open one, in source order."""
+        open_runs = [s.run for s in self.states.values() if s.run is not None]
+        limit = min((r.first_line for r in open_runs), default=math.inf)
+        open_ids = {id(r) for r in open_runs}
+        ready = [r for r in self.runs if r.first_line < limit and id(r) not in open_ids]
+        if not ready:
+            return
+        ready_ids = {id(r) for r in ready}
+        self.runs = [r for r in self.runs if id(r) not in ready_ids]
+        for run in sorted(ready, key=lambda r: r.first_line):
+            if _worth_keeping(run):
+                if not self.emitted:
+                    run.first_line = 1  # what precedes the first run is its context
+                self.emitted += 1
+                self.emit(run)
 
     def _set_command(self, run: Run, command: str) -> None:
         run.command = command
@@ -477,18 +498,13 @@ class _Parser:
         )
         state.unread = []
 
-    def finish(self) -> tuple[list[Run], Counter[str]]:
+    def finish(self) -> Counter[str]:
         for state in list(self.states.values()):
             self._flush_unread(state)  # even in a stream with no run: opens one
             self._close(state)
         # Rows whose warning names them are accounted as warned, not twice.
         self.accounting["warned"] += self.accounting.pop("warned_named", 0)
-        runs = sorted(
-            (r for r in self.runs if _worth_keeping(r)), key=lambda r: r.first_line
-        )
-        if runs:
-            runs[0].first_line = 1  # what precedes the first run is its context
-        return runs, self.accounting
+        return self.accounting
 
 
 def _maybe_noise(stripped: str) -> bool:
@@ -603,10 +619,14 @@ def sniff(head: Sequence[Line]) -> bool:
 
 
 def parse(
-    lines: Iterable[Line | Skipped], source: str
-) -> tuple[list[Run], Counter[str]]:
-    """Parse nccl-tests/rccl-tests text output into runs (see module docstring)."""
-    parser = _Parser(source)
+    lines: Iterable[Line | Skipped], source: str, emit: Callable[[Run], None]
+) -> Counter[str]:
+    """Parse nccl-tests/rccl-tests text output (see module docstring).
+
+    Each run goes to ``emit`` once it has ended, in source order; returns the line
+    accounting.
+    """
+    parser = _Parser(source, emit)
     for line in lines:
         if isinstance(line, Skipped):
             parser.skip_noise(line)
