@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 import ncclparse
@@ -62,3 +63,20 @@ def test_conform_rejects_other_schema_versions() -> None:
         "table was written with ncclparse schema 0; this version reads schema 1: "
         "upgrade ncclparse"
     )
+
+
+def test_streamed_batches_hold_exactly_the_rows_of_the_table(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ncclparse.parsers import _model
+    from tests.conftest import NCCL_LOGS
+
+    whole = ncclparse.parse_many(NCCL_LOGS)
+    monkeypatch.setattr(_model, "BATCH_ROWS", 10)
+    monkeypatch.setattr(_model, "BATCH_RUNS", 3)
+    batches: list[pa.RecordBatch] = []
+    streamed = ncclparse.parse_many(NCCL_LOGS, on_batch=batches.append)
+    assert streamed.measurements.num_rows == 0
+    assert len(batches) > 10
+    assert pa.Table.from_batches(batches).equals(whole.measurements)
+    assert streamed.runs.equals(whole.runs)
