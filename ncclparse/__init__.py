@@ -40,6 +40,7 @@ def __getattr__(name: str) -> Any:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'ncclparse' has no attribute {name!r}")
 
+
 __version__ = "0.1.0"
 
 __all__ = [

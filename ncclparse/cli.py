@@ -369,6 +369,7 @@ def report(
         gpus_per_node=gpus_per_node,
         nodes=nodes,
         command_line=_command_line(),
+        failures=failures,
     )
     text = render_report(context, format=fmt, template_dir=template_dir)
     _write_text(text, output, default=Path(f"ncclparse-report.{fmt}"))
@@ -394,7 +395,8 @@ def _write_text(text: str, output: Path | None, *, default: Path) -> None:
     from ncclparse.storage import atomic_output
 
     if output is None and not _stdout_is_terminal():
-        click.get_binary_stream("stdout").write(text.encode("utf-8"))
+        sys.stdout.buffer.write(text.encode("utf-8"))
+        sys.stdout.buffer.flush()
         return
     path = output or default
     with atomic_output(path, binary=False) as handle:

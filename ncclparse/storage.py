@@ -153,6 +153,9 @@ def atomic_output(path: Path, *, binary: bool) -> Iterator[IO[Any]]:
         fd, temp_name = tempfile.mkstemp(
             prefix=f".{path.name}.", suffix=".tmp", dir=directory
         )
+        # mkstemp makes the file private (0600); the output should get the mode any
+        # new file gets, so that a shared report stays readable.
+        os.chmod(temp_name, 0o666 & ~_umask())
     except OSError as exc:
         raise NcclParseError(f"{path}: cannot write: {exc.strerror}") from exc
     try:
@@ -167,6 +170,12 @@ def atomic_output(path: Path, *, binary: bool) -> Iterator[IO[Any]]:
         if isinstance(exc, OSError):
             raise NcclParseError(f"{path}: cannot write: {exc.strerror}") from exc
         raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
 
 
 def _flat(table: pa.Table) -> pa.Table:

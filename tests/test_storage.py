@@ -80,3 +80,13 @@ def test_streamed_batches_hold_exactly_the_rows_of_the_table(
     assert len(batches) > 10
     assert pa.Table.from_batches(batches).equals(whole.measurements)
     assert streamed.runs.equals(whole.runs)
+
+
+def test_written_files_get_the_usual_mode_not_a_private_one(tmp_path: Path) -> None:
+    import os
+
+    target = tmp_path / "m.csv"
+    storage.write_table(ncclparse.parse(LOG).measurements, target)
+    mask = os.umask(0)
+    os.umask(mask)
+    assert target.stat().st_mode & 0o777 == 0o666 & ~mask

@@ -1,0 +1,102 @@
+"""The vocabulary of a check: cases, findings, series keys and message helpers.
+
+Shared by :mod:`ncclparse.check` (thresholds, history, hosts) and
+:mod:`ncclparse.integrity` (inputs, runs, expectations).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .formatting import format_bytes, format_gbps, format_percent, format_time_us
+
+__all__ = [
+    "FORMAT",
+    "SERIES_KEYS",
+    "Case",
+    "Finding",
+    "Status",
+    "context",
+    "hosts",
+    "sizes",
+]
+
+Status = Literal["pass", "fail", "skip"]
+SERIES_KEYS = (
+    "source",
+    "run",
+    "tool",
+    "collective",
+    "dtype",
+    "redop",
+    "root",
+    "placement",
+    "nranks",
+    "nnodes",
+)
+SHOWN = 5  # sizes spelled out in one message; the rest are counted
+FORMAT = {
+    "efficiency": format_percent,
+    "busbw_gbps": format_gbps,
+    "time_us": format_time_us,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One size that missed its limit. ``baseline`` is the history median (history
+    cases), ``value`` and ``limit`` are in the unit of ``metric``."""
+
+    size_bytes: int
+    metric: str
+    value: float
+    limit: float
+    baseline: float | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One rule applied to one series, run or input."""
+
+    rule: str
+    name: str
+    status: Status
+    message: str
+    source: str | None = None
+    run: int | None = None
+    hosts: tuple[str, ...] = ()
+    collective: str | None = None
+    checked: int = 0
+    findings: tuple[Finding, ...] = ()
+
+
+def context(key: tuple[Any, ...], runs: dict[Any, dict[str, Any]]) -> dict[str, Any]:
+    source, run = key[0], int(key[1])
+    found = hosts(runs.get((source, run), {}))
+    _, _, _, coll, dtype, redop, root, place, nranks, _ = key
+    label = " ".join(x for x in (coll or "unknown", dtype, redop, place) if x)
+    label += f" {nranks} ranks" if nranks else ""
+    label += f" root {root}" if root else ""
+    return {
+        "source": source,
+        "run": run,
+        "hosts": found,
+        "collective": coll or None,
+        "label": label,
+        "where": f"{source} run {run} (hosts {', '.join(found) or 'unknown'})",
+        "key": key,
+    }
+
+
+def hosts(run: dict[str, Any]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys(h for h in run.get("hosts") or () if h))
+
+
+def sizes(findings: tuple[Finding, ...], detail: Any) -> str:
+    shown = [
+        f"{format_bytes(f.size_bytes)} ({f.size_bytes} B) {detail(f)}"
+        for f in findings[:SHOWN]
+    ]
+    more = len(findings) - SHOWN
+    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")

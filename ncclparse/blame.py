@@ -1,0 +1,169 @@
+"""Find the bad node: rank hosts by how much the runs that include them underperform.
+
+Given many runs over different host sets (pairwise tests, rails, subsets), each run
+gets a score against the runs of the same shape (tool, collective, dtype, redop,
+root, placement, ranks, nodes): for each message size, the shape's median time divided
+by the run's time, combined by geometric mean over the larger half of the shape's
+non-zero sizes. Bandwidth faults (a slow link, a NIC at a lower speed) show at large
+sizes; small sizes are latency and jitter, which would dilute the score. 1.0 is
+typical, 0.5 means twice as slow. A host's deficit is 1 - (mean score of runs with it
+/ mean score of runs without it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from .history import key_text
+from .rules import BlamePolicy
+
+__all__ = ["HostScore", "RunScore", "blame", "run_scores"]
+
+_SHAPE = (
+    "tool",
+    "collective",
+    "dtype",
+    "redop",
+    "root",
+    "placement",
+    "nranks",
+    "nnodes",
+)
+# A median of two runs cannot tell which one is slow.
+_MIN_SHAPE_RUNS = 3
+
+
+@dataclass(frozen=True, slots=True)
+class RunScore:
+    """One run's score (1.0 typical) and its distinct hosts, in rank order."""
+
+    source: str
+    run: int
+    score: float
+    hosts: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class HostScore:
+    """How runs with one host compare with runs without it.
+
+    ``slow`` is True when the policy names the host consistently slow; ``evidence``
+    holds the scores of the runs that include it, worst first.
+    """
+
+    host: str
+    runs: int
+    slow_runs: int
+    score_with: float
+    score_without: float
+    deficit: float
+    slow: bool
+    partners: tuple[str, ...]
+    evidence: tuple[RunScore, ...]
+
+    def describe(self) -> str:
+        """One line of evidence, e.g. ``node7 is slow with every partner: ...``."""
+        every = "every partner" if self.slow_runs == self.runs else "most partners"
+        head = f"{self.host} is slow with {every}" if self.slow else self.host
+        worst = ", ".join(
+            f"{'+'.join(h for h in r.hosts if h != self.host) or 'alone'} "
+            f"{r.score:.2f}x"
+            for r in self.evidence[:6]
+        )
+        return (
+            f"{head}: {self.slow_runs} of {self.runs} runs slow, mean score "
+            f"{self.score_with:.2f}x with it vs {self.score_without:.2f}x without "
+            f"({self.deficit:.0%} deficit); runs: {worst}"
+        )
+
+
+def run_scores(measurements: pa.Table, runs: pa.Table) -> tuple[RunScore, ...]:
+    """Score every run whose shape has at least three runs; see the module doc.
+
+    Rows with size 0, a non-positive time, grouped or CPU times are not used.
+    """
+    columns = [*_SHAPE, "source", "run", "size_bytes", "time_us"]
+    frame = measurements.select(columns).to_pandas()
+    for name in _SHAPE:  # nulls as "" so that groupby keeps them as one value
+        frame[name] = key_text(measurements[name])
+    usable = (
+        (frame["size_bytes"] > 0)
+        & (frame["time_us"] > 0)
+        & ~measurements["grouped"].to_pandas()
+        & ~measurements["cputime"].to_pandas()
+    )
+    frame = frame[usable]
+    frame = frame.groupby(
+        [*_SHAPE, "source", "run", "size_bytes"], as_index=False, sort=False
+    )["time_us"].median()
+    shape = list(_SHAPE)
+    frame["run_id"] = frame["source"] + "#" + frame["run"].astype(str)
+    frame["runs_in_shape"] = frame.groupby(shape)["run_id"].transform("nunique")
+    frame = frame[frame["runs_in_shape"] >= _MIN_SHAPE_RUNS]
+    if frame.empty:
+        return ()
+    typical = frame.groupby([*shape, "size_bytes"])["time_us"].transform("median")
+    frame["log_ratio"] = np.log(typical / frame["time_us"])
+    cut = frame.groupby(shape)["size_bytes"].transform(
+        lambda s: np.median(np.unique(s))
+    )
+    large = frame[frame["size_bytes"] >= cut]
+    scores = large.groupby(["source", "run"])["log_ratio"].mean().map(np.exp)
+    hosts = _hosts_by_run(runs)
+    return tuple(
+        RunScore(source, int(run), float(score), hosts.get((source, int(run)), ()))
+        for (source, run), score in scores.items()
+    )
+
+
+def blame(scores: tuple[RunScore, ...], policy: BlamePolicy) -> tuple[HostScore, ...]:
+    """Rank hosts, most suspicious first (largest deficit); mark the slow ones.
+
+    Hosts seen in fewer than ``policy.min_runs`` scored runs, or in every scored run
+    (nothing to compare with), are not ranked.
+    """
+    every_host = sorted({h for r in scores for h in r.hosts})
+    found = []
+    for host in every_host:
+        with_it = [r for r in scores if host in r.hosts]
+        without = [r for r in scores if host not in r.hosts]
+        if len(with_it) < policy.min_runs or not without:
+            continue
+        score_with = float(np.mean([r.score for r in with_it]))
+        score_without = float(np.mean([r.score for r in without]))
+        deficit = 1 - score_with / score_without
+        slow_runs = sum(r.score < policy.slow_score for r in with_it)
+        slow = (
+            slow_runs >= policy.min_slow_fraction * len(with_it)
+            and deficit >= policy.min_deficit
+        )
+        partners = sorted({h for r in with_it for h in r.hosts if h != host})
+        found.append(
+            HostScore(
+                host=host,
+                runs=len(with_it),
+                slow_runs=slow_runs,
+                score_with=score_with,
+                score_without=score_without,
+                deficit=deficit,
+                slow=slow,
+                partners=tuple(partners),
+                evidence=tuple(sorted(with_it, key=lambda r: r.score)),
+            )
+        )
+    return tuple(sorted(found, key=lambda h: (-h.deficit, h.host)))
+
+
+def _hosts_by_run(runs: pa.Table) -> dict[tuple[str, int], tuple[str, ...]]:
+    found = {}
+    for source, run, hosts in zip(
+        runs["source"].to_pylist(),
+        runs["run"].to_pylist(),
+        runs["hosts"].to_pylist(),
+        strict=True,
+    ):
+        found[(source, run)] = tuple(dict.fromkeys(h for h in hosts if h))
+    return found

@@ -1,0 +1,282 @@
+"""Judge parsed results against rules and history: the engine of ``ncclparse check``.
+
+Pure: tables and rules in, a :class:`CheckResult` out (cases, ranked hosts, the
+analysed rows). Every case is one rule applied to one series (or one run, or one
+input) and is ``pass``, ``fail`` or ``skip``. Data integrity fails closed: a missing,
+empty or unrecognised input, a failed or truncated run, ``#wrong`` > 0, out-of-bounds
+FAILED, a run without measurements, an expected collective or size absent. Each
+failing case's message names the source and run, the hosts, the collective, the sizes
+and the numbers against their limits.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from ._cases import FORMAT, SERIES_KEYS, Case, Finding, Status, context, sizes
+from .api import ParseResult
+from .blame import HostScore, blame, run_scores
+from .efficiency import analyze
+from .formatting import format_bytes
+from .history import BASELINE_KEYS, baselines, key_text
+from .integrity import expect_cases, input_case, integrity_case
+from .rules import Rule, Rules
+
+__all__ = ["SERIES_KEYS", "Case", "CheckResult", "Finding", "check"]
+
+
+@dataclass(frozen=True, slots=True)
+class CheckResult:
+    """Cases in a stable order, hosts ranked by :func:`ncclparse.blame.blame`, the
+    efficiency assumptions and the analysed rows (for reports)."""
+
+    cases: tuple[Case, ...]
+    hosts: tuple[HostScore, ...]
+    assumptions: tuple[str, ...]
+    rows: Any
+
+    @property
+    def passed(self) -> bool:
+        """True when no case failed (skips do not fail a check)."""
+        return not self.failures
+
+    @property
+    def failures(self) -> tuple[Case, ...]:
+        return tuple(c for c in self.cases if c.status == "fail")
+
+
+def check(
+    result: ParseResult,
+    rules: Rules,
+    *,
+    input_failures: Sequence[Exception] = (),
+    history: Any = None,
+    exclude_keys: frozenset[str] = frozenset(),
+    today: dt.date | None = None,
+    **hardware: Any,
+) -> CheckResult:
+    """Judge ``result`` (and inputs that failed to parse) against ``rules``.
+
+    ``hardware`` takes :func:`ncclparse.efficiency.analyze`'s profile options
+    (``profile``, ``intra_bw``, ``inter_bw``, ``gpus_per_node``, ``nodes``).
+    ``history`` is a table from :func:`ncclparse.history.read_history` (already
+    filtered by tags) or None; ``exclude_keys`` are ingest keys of the candidate.
+    Raises ProfileError for bad hardware options.
+    """
+    analysis = analyze(result.measurements, hardware.pop("profile", None), **hardware)
+    rows = _frame(analysis.rows)
+    runs = {(r["source"], r["run"]): r for r in result.runs.to_pylist()}
+    cases = [input_case(exc) for exc in input_failures]
+    cases += [integrity_case(run, rows) for run in runs.values()]
+    cases += expect_cases(rows, rules, [r["source"] for r in runs.values()])
+    series = list(rows.groupby(list(SERIES_KEYS), dropna=False, sort=False))
+    for rule in rules.rules:
+        for key, group in series:
+            if rule.collective in (None, key[3]):
+                cases.append(_rule_case(rule, context(key, runs), group))
+    if history is not None:
+        base = baselines(history, rules.history, exclude_keys=exclude_keys, today=today)
+        for key, group in series:
+            cases.append(_history_case(rules, context(key, runs), group, base))
+    ranked = blame(run_scores(result.measurements, result.runs), rules.blame)
+    cases += _blame_cases(ranked, len(runs))
+    return CheckResult(tuple(cases), ranked, analysis.assumptions, analysis.rows)
+
+
+def _frame(rows: Any) -> pd.DataFrame:
+    wanted = [
+        *SERIES_KEYS,
+        "size_bytes",
+        "time_us",
+        "busbw_calc_gbps",
+        "efficiency",
+        "regime",
+        "wrong",
+        "wrong_kind",
+        "cputime",
+        "grouped",
+    ]
+    frame = rows.select(wanted).to_pandas()
+    frame = frame.rename(columns={"busbw_calc_gbps": "busbw_gbps"})
+    for name in ("collective", "redop", "root", "nranks", "nnodes"):
+        frame[name] = key_text(rows[name])
+    return frame
+
+
+def _rule_case(rule: Rule, ctx: dict[str, Any], group: pd.DataFrame) -> Case:
+    selected = group[~group["cputime"] & ~group["grouped"] & (group["size_bytes"] > 0)]
+    if rule.regime is not None:
+        selected = selected[selected["regime"] == rule.regime]
+    if rule.size_min is not None:
+        selected = selected[selected["size_bytes"] >= rule.size_min]
+    if rule.size_max is not None:
+        selected = selected[selected["size_bytes"] <= rule.size_max]
+    values = selected[rule.metric].astype(float)
+    selected, values = selected[values.notna()], values[values.notna()]
+    name = f"{ctx['label']} [{ctx['source']}#{ctx['run']}]"
+    common = {
+        "source": ctx["source"],
+        "run": ctx["run"],
+        "hosts": ctx["hosts"],
+        "collective": ctx["collective"],
+    }
+    if selected.empty:
+        message = f"{ctx['where']} {ctx['label']}: no size matches ({rule.describe()})"
+        return Case(rule.name, name, "skip", message, **common)
+    bad = values > rule.limit if rule.is_ceiling else values < rule.limit
+    findings = tuple(
+        Finding(int(size), rule.metric, float(value), rule.limit)
+        for size, value in zip(selected["size_bytes"][bad], values[bad], strict=True)
+    )
+    fmt = FORMAT[rule.metric]
+    sign = ">" if rule.is_ceiling else "<"
+    if findings:
+        detail = sizes(findings, lambda f: f"{fmt(f.value)} {sign} {fmt(f.limit)}")
+        verdict = (
+            f"{rule.metric} {'above' if rule.is_ceiling else 'below'} "
+            f"{fmt(rule.limit)} at {len(findings)} of {len(values)} sizes: {detail}"
+        )
+    else:
+        worst = values.max() if rule.is_ceiling else values.min()
+        verdict = f"{len(values)} sizes within {fmt(rule.limit)} (worst {fmt(worst)})"
+    status: Status = "fail" if findings else "pass"
+    message = f"{ctx['where']} {ctx['label']}: {verdict}"
+    return Case(
+        rule.name,
+        name,
+        status,
+        message,
+        checked=len(values),
+        findings=findings,
+        **common,
+    )
+
+
+def _history_case(
+    rules: Rules, ctx: dict[str, Any], group: pd.DataFrame, base: pd.DataFrame
+) -> Case:
+    policy = rules.history
+    name = f"{ctx['label']} [{ctx['source']}#{ctx['run']}]"
+    common = {k: ctx[k] for k in ("source", "run", "hosts", "collective")}
+    usable = group[~group["cputime"] & ~group["grouped"] & (group["size_bytes"] > 0)]
+    usable = usable.groupby("size_bytes", as_index=False).agg(
+        time_us=("time_us", "median"),
+        busbw_gbps=("busbw_gbps", "median"),
+        regime=("regime", "first"),
+    )
+    series = dict(zip(SERIES_KEYS, ctx["key"], strict=True))
+    findings, checked, thin, missing = [], 0, 0, []
+    for row in usable.itertuples():
+        index = (*(series[k] for k in BASELINE_KEYS[:-1]), row.size_bytes)
+        if index not in base.index:
+            continue
+        b = base.loc[index]
+        if b["runs"] < policy.min_runs:
+            thin += 1
+            continue
+        checked += 1
+        if row.regime == "bandwidth-bound" and np.isfinite(row.busbw_gbps):
+            allowed = max(
+                policy.mad_k * 1.4826 * b["busbw_mad"],
+                policy.min_drop * b["busbw_median"],
+            )
+            limit = b["busbw_median"] - allowed
+            if row.busbw_gbps < limit:
+                findings.append(
+                    Finding(
+                        row.size_bytes,
+                        "busbw_gbps",
+                        row.busbw_gbps,
+                        limit,
+                        float(b["busbw_median"]),
+                    )
+                )
+        else:
+            allowed = max(
+                policy.mad_k * 1.4826 * b["time_mad"],
+                policy.min_rise * b["time_median"],
+            )
+            limit = b["time_median"] + allowed
+            if row.time_us > limit:
+                findings.append(
+                    Finding(
+                        row.size_bytes,
+                        "time_us",
+                        row.time_us,
+                        limit,
+                        float(b["time_median"]),
+                    )
+                )
+    # A size the baseline always had but tonight's run lacks is a failure: a run cut
+    # short ("Reducing maxBytes") must not pass on the sizes it still has.
+    if len(base):
+        prefix = tuple(series[k] for k in BASELINE_KEYS[:-1])
+        same_series = base.index.droplevel(-1) == prefix
+        wanted = base[same_series & (base["runs"] >= policy.min_runs).to_numpy()]
+        have = set(usable["size_bytes"])
+        missing = sorted(
+            int(s) for s in wanted.index.get_level_values(-1) if s not in have
+        )
+    if not checked and not missing:
+        why = (
+            f"{thin} size(s) with fewer than {policy.min_runs} runs" if thin else "none"
+        )
+        message = f"{ctx['where']} {ctx['label']}: no baseline in history ({why})"
+        return Case("history", name, "skip", message, **common)
+    parts = []
+    if findings:
+        parts.append(
+            f"regression beyond history noise at {len(findings)} of {checked} sizes: "
+            + sizes(tuple(findings), _history_detail)
+        )
+    if missing:
+        parts.append(
+            "size(s) in the baseline but absent: "
+            + ", ".join(format_bytes(s) for s in missing)
+        )
+    text = "; ".join(parts) or f"{checked} sizes within history noise"
+    status: Status = "fail" if parts else "pass"
+    message = f"{ctx['where']} {ctx['label']}: {text}"
+    return Case(
+        "history",
+        name,
+        status,
+        message,
+        checked=checked,
+        findings=tuple(findings),
+        **common,
+    )
+
+
+def _history_detail(f: Finding) -> str:
+    assert f.baseline is not None
+    fmt = FORMAT[f.metric]
+    change = f.value / f.baseline - 1 if f.baseline else float("nan")
+    return (
+        f"{fmt(f.value)} vs baseline median {fmt(f.baseline)} ({change:+.1%}; "
+        f"limit {fmt(f.limit)})"
+    )
+
+
+def _blame_cases(ranked: tuple[HostScore, ...], nruns: int) -> list[Case]:
+    slow = [h for h in ranked if h.slow]
+    if not ranked:
+        message = f"{nruns} run(s): too few runs per shape over different hosts"
+        return [Case("slow-host", "hosts", "skip", message)]
+    if not slow:
+        best = ranked[0]
+        message = (
+            f"no host consistently slow over {len(ranked)} hosts "
+            f"(worst: {best.host}, {best.deficit:.0%} deficit)"
+        )
+        return [Case("slow-host", "hosts", "pass", message, checked=len(ranked))]
+    return [
+        Case("slow-host", h.host, "fail", h.describe(), hosts=(h.host,), checked=h.runs)
+        for h in slow
+    ]

@@ -1,0 +1,379 @@
+"""A history of results: a Parquet dataset partitioned by date, and baselines from it.
+
+Layout: ``DIR/date=YYYY-MM-DD/<UTC time>-<ingest id>.parquet``, Hive-style, so pandas,
+DuckDB, Spark and ``pyarrow.dataset`` read it as one table with a ``date`` column. Each
+row is a ``measurements`` row plus the run's ``hosts`` and ``status``, the ingest's
+``tags`` (map<string, string>), ``ingest_key``, ``ingest_id`` and ``ingested_at``.
+
+Guarantees, and how they are kept:
+
+* Idempotent: ``ingest_key`` is the SHA-256 of the source's bytes (of its parsed rows
+  for standard input, which cannot be read twice). A source whose key is already in
+  the dataset is skipped, whatever its name or tags this time.
+* Concurrent ingests lose nothing: each ingest writes one new, uniquely named file and
+  never rewrites one; the look-up of existing keys and the write happen under an
+  exclusive ``fcntl`` lock on ``DIR/.ncclparse.lock``. Where locks do not work (some
+  network file systems), two ingests of the same log may both write it;
+  :func:`read_history` then keeps the rows of the earliest ingest of each key.
+* Interrupted ingests leave no broken file: files are written to a hidden temporary
+  name and renamed when complete (:func:`ncclparse.storage.atomic_output`); dataset
+  readers skip names starting with ``.``.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import fcntl
+import hashlib
+import uuid
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.dataset as ds
+import pyarrow.parquet as pq
+
+from . import schema
+from .api import ParseResult
+from .efficiency import bandwidth_columns
+from .errors import InputError, NcclParseError
+from .rules import HistoryPolicy
+from .storage import atomic_output
+
+__all__ = [
+    "BASELINE_KEYS",
+    "HISTORY_FIELDS",
+    "IngestReport",
+    "baselines",
+    "ingest",
+    "key_text",
+    "read_history",
+    "source_keys",
+]
+
+HISTORY_FIELDS: tuple[pa.Field, ...] = (
+    pa.field("hosts", pa.list_(pa.string())),
+    pa.field("status", pa.string()),
+    pa.field("tags", pa.map_(pa.string(), pa.string())),
+    pa.field("ingest_key", pa.string(), nullable=False),
+    pa.field("ingest_id", pa.string(), nullable=False),
+    pa.field("ingested_at", pa.timestamp("us", tz="UTC"), nullable=False),
+)
+HISTORY_SCHEMA = pa.schema(
+    [*schema.MEASUREMENTS_SCHEMA, *HISTORY_FIELDS],
+    metadata=schema.MEASUREMENTS_SCHEMA.metadata,
+)
+# What makes two rows the same series for a baseline (schema.md names); tags are
+# matched separately. Hosts are deliberately not part of it: a pairwise test meets a
+# new pair every night, and its baseline is the fabric's norm for that shape.
+BASELINE_KEYS = (
+    "tool",
+    "collective",
+    "dtype",
+    "redop",
+    "root",
+    "placement",
+    "nranks",
+    "nnodes",
+    "size_bytes",
+)
+_PARTITIONING = ds.partitioning(pa.schema([("date", pa.string())]), flavor="hive")
+# Reading with the full schema makes an empty dataset readable and lets files written
+# by a later version (with added columns) be read alongside older ones.
+_READ_SCHEMA = pa.schema([*HISTORY_SCHEMA, pa.field("date", pa.string())])
+_LOCK = ".ncclparse.lock"
+
+
+@dataclass(frozen=True, slots=True)
+class IngestReport:
+    """What :func:`ingest` did: sources added, skipped (already present) and empty
+    (no measurement to store), the file written (None when nothing was new) and the
+    number of rows in it."""
+
+    added: tuple[str, ...]
+    skipped: tuple[str, ...]
+    empty: tuple[str, ...]
+    path: Path | None
+    rows: int
+
+
+def source_keys(result: ParseResult) -> dict[str, str]:
+    """Return each parsed source's idempotence key: SHA-256 hex of its bytes.
+
+    Standard input (``-``) and sources that are no longer readable are keyed by a hash
+    of their parsed rows instead (without the ``source`` column), which is as stable
+    as the parser.
+    """
+    keys = {}
+    for name in result.accounting:
+        path = Path(name)
+        if name != "-" and path.is_file():
+            digest = hashlib.sha256()
+            with path.open("rb") as handle:
+                for chunk in iter(lambda: handle.read(1 << 20), b""):
+                    digest.update(chunk)
+            keys[name] = digest.hexdigest()
+        else:
+            keys[name] = _rows_digest(result, name)
+    return keys
+
+
+def ingest(
+    result: ParseResult,
+    directory: Path,
+    *,
+    tags: Mapping[str, str] | None = None,
+    date: dt.date | None = None,
+    now: dt.datetime | None = None,
+) -> IngestReport:
+    """Append the sources of ``result`` not yet in the dataset at ``directory``.
+
+    ``date`` names the partition (default: today in UTC); ``now`` the ingest time.
+    Creates ``directory`` if needed. Raises NcclParseError when it cannot be written.
+    """
+    now = now or dt.datetime.now(dt.UTC)
+    date = date or now.date()
+    keys = source_keys(result)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise NcclParseError(f"{directory}: cannot create: {exc.strerror}") from exc
+    with_rows = set(pc.unique(result.measurements["source"]).to_pylist())
+    empty = tuple(s for s in keys if s not in with_rows)
+    with _locked(directory):
+        present = _present_keys(directory)
+        added: dict[str, str] = {}  # key -> source: one log given twice is added once
+        for source, key in keys.items():
+            if source in with_rows and key not in present:
+                added.setdefault(key, source)
+        skipped = tuple(s for s in keys if s in with_rows and s not in added.values())
+        if not added:
+            return IngestReport((), skipped, empty, None, 0)
+        ingest_id = uuid.uuid4().hex[:16]
+        table = _rows(result, tuple(added.values()), keys, dict(tags or {}), now)
+        table = table.set_column(
+            table.schema.get_field_index("ingest_id"),
+            "ingest_id",
+            pa.array([ingest_id] * table.num_rows, pa.string()),
+        )
+        partition = directory / f"date={date.isoformat()}"
+        partition.mkdir(exist_ok=True)
+        path = partition / f"{now:%Y%m%dT%H%M%S}-{ingest_id}.parquet"
+        with atomic_output(path, binary=True) as handle:
+            pq.write_table(table, handle)
+    return IngestReport(tuple(added.values()), skipped, empty, path, table.num_rows)
+
+
+def read_history(directory: Path, *, tags: Mapping[str, str] | None = None) -> pa.Table:
+    """Read the dataset at ``directory`` as one table (HISTORY_SCHEMA + ``date``).
+
+    Keeps only rows whose tags include every ``tags`` item, and of each
+    ``ingest_key`` only the rows of its earliest ingest. Raises InputError when the
+    directory does not exist or holds a file that is not Parquet.
+    """
+    if not directory.is_dir():
+        raise InputError(f"{directory}: history directory not found")
+    try:
+        dataset = ds.dataset(directory, format="parquet", partitioning=_PARTITIONING)
+        table = dataset.to_table()
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise InputError(f"{directory}: cannot read history: {exc}") from exc
+    if table.num_rows == 0:
+        return table
+    for key, value in (tags or {}).items():
+        found = pc.list_element(pc.map_lookup(table["tags"], key, "all"), 0)
+        table = table.filter(pc.fill_null(pc.equal(found, value), False))
+    return _dedupe(table)
+
+
+def baselines(
+    history: pa.Table,
+    policy: HistoryPolicy,
+    *,
+    exclude_keys: frozenset[str] = frozenset(),
+    today: dt.date | None = None,
+) -> pd.DataFrame:
+    """Return one baseline per series and size (index: BASELINE_KEYS).
+
+    Only complete runs without ``#wrong`` count, and not the sources in
+    ``exclude_keys`` (the candidate itself, if already ingested). Each run counts once
+    (the median of its rows); the ``policy.window`` most recent runs (by ``date``,
+    then ingest time) within ``policy.max_age_days`` of ``today`` are kept. Columns:
+    ``runs``, ``busbw_median``, ``busbw_mad``, ``time_median``, ``time_mad``,
+    ``first_date``, ``last_date``. MADs are raw (not scaled by 1.4826).
+    """
+    columns = [*BASELINE_KEYS, "busbw", "time_us", "date", "ingested_at", "run"]
+    if history.num_rows == 0:
+        return pd.DataFrame(columns=columns[:-3]).set_index(list(BASELINE_KEYS))
+    measured = bandwidth_columns(history.select(list(schema.MEASUREMENT_COLUMNS)))
+    frame = pd.DataFrame(
+        {
+            **{k: key_text(history[k]) for k in BASELINE_KEYS[:-1]},
+            "size_bytes": history["size_bytes"].to_pandas(),
+            "busbw": measured["busbw_calc_gbps"].to_pandas(),
+            "time_us": history["time_us"].to_pandas(),
+            "date": history["date"].to_pandas(),
+            "ingested_at": history["ingested_at"].to_pandas(),
+            "key": history["ingest_key"].to_pandas(),
+            "run": history["run"].to_pandas(),
+            "status": history["status"].to_pandas(),
+            "bad": (
+                pc.fill_null(
+                    pc.and_(
+                        pc.equal(history["wrong_kind"], "count"),
+                        pc.greater(history["wrong"], 0),
+                    ),
+                    False,
+                ).to_pandas()
+                | history["cputime"].to_pandas()
+                | history["grouped"].to_pandas()
+            ),
+        }
+    )
+    keep = (frame["status"] == "complete") & ~frame["bad"]
+    keep &= ~frame["key"].isin(exclude_keys) & (frame["size_bytes"] > 0)
+    if policy.max_age_days > 0:
+        oldest = (today or dt.datetime.now(dt.UTC).date()) - dt.timedelta(
+            days=policy.max_age_days
+        )
+        keep &= frame["date"] >= oldest.isoformat()
+    frame = frame[keep]
+    runs = frame.groupby(
+        [*BASELINE_KEYS, "key", "run"], dropna=False, sort=False, as_index=False
+    ).agg(
+        busbw=("busbw", "median"),
+        time_us=("time_us", "median"),
+        date=("date", "max"),
+        ingested_at=("ingested_at", "max"),
+    )
+    runs = runs.sort_values(["date", "ingested_at"], ascending=False)
+    runs = runs.groupby(list(BASELINE_KEYS), dropna=False, sort=False).head(
+        policy.window
+    )
+    grouped = runs.groupby(list(BASELINE_KEYS), dropna=False)
+    out = grouped.agg(
+        runs=("time_us", "size"),
+        busbw_median=("busbw", "median"),
+        time_median=("time_us", "median"),
+        first_date=("date", "min"),
+        last_date=("date", "max"),
+    )
+    out["busbw_mad"] = grouped["busbw"].agg(_mad)
+    out["time_mad"] = grouped["time_us"].agg(_mad)
+    return out
+
+
+def key_text(column: pa.ChunkedArray | pa.Array) -> pd.Series:
+    """A key column as text with "" for null, the same for every table.
+
+    Through pandas, an int column with a null becomes float ("16.0"); cast in Arrow,
+    16 is "16" whether or not the column has nulls, so keys from different tables
+    (candidate, history) compare equal.
+    """
+    if pa.types.is_string(column.type):
+        return pc.fill_null(column, "").to_pandas()
+    return pc.fill_null(pc.cast(column, pa.string()), "").to_pandas()
+
+
+def _mad(values: pd.Series) -> float:
+    """Median absolute deviation from the median (NaN ignored)."""
+    return float((values - values.median()).abs().median())
+
+
+def _rows(
+    result: ParseResult,
+    sources: tuple[str, ...],
+    keys: Mapping[str, str],
+    tags: dict[str, str],
+    now: dt.datetime,
+) -> pa.Table:
+    measurements = result.measurements.filter(
+        pc.is_in(result.measurements["source"], pa.array(sources, pa.string()))
+    )
+    # Arrow joins do not carry list columns: look each row's run up by position.
+    runs = result.runs
+    position = {
+        (source, run): i
+        for i, (source, run) in enumerate(
+            zip(runs["source"].to_pylist(), runs["run"].to_pylist(), strict=True)
+        )
+    }
+    index = [
+        position[pair]
+        for pair in zip(
+            measurements["source"].to_pylist(),
+            measurements["run"].to_pylist(),
+            strict=True,
+        )
+    ]
+    picked = runs.select(["hosts", "status"]).take(pa.array(index, pa.int64()))
+    joined = measurements.append_column("hosts", picked["hosts"]).append_column(
+        "status", picked["status"]
+    )
+    n = joined.num_rows
+    key_of = pa.array([keys[s] for s in joined["source"].to_pylist()], pa.string())
+    extra = {
+        "tags": pa.array([list(tags.items())] * n, HISTORY_SCHEMA.field("tags").type),
+        "ingest_key": key_of,
+        "ingest_id": pa.array([""] * n, pa.string()),
+        "ingested_at": pa.array([now] * n, pa.timestamp("us", tz="UTC")),
+    }
+    columns = {name: joined[name] for name in (*schema.MEASUREMENT_COLUMNS, "hosts")}
+    columns["status"] = joined["status"]
+    columns.update(extra)
+    table = pa.Table.from_pydict(columns, schema=HISTORY_SCHEMA)
+    return table
+
+
+def _present_keys(directory: Path) -> set[str]:
+    try:
+        found = _dataset(directory).to_table(columns=["ingest_key"])["ingest_key"]
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise InputError(f"{directory}: cannot read history: {exc}") from exc
+    return set(pc.unique(found).to_pylist())
+
+
+def _dataset(directory: Path) -> ds.Dataset:
+    return ds.dataset(
+        directory, schema=_READ_SCHEMA, format="parquet", partitioning=_PARTITIONING
+    )
+
+
+def _dedupe(table: pa.Table) -> pa.Table:
+    ingests = pd.DataFrame(
+        {
+            "key": table["ingest_key"].to_pandas(),
+            "id": table["ingest_id"].to_pandas(),
+            "at": table["ingested_at"].to_pandas(),
+        }
+    ).drop_duplicates()
+    first = ingests.sort_values(["at", "id"]).drop_duplicates("key")
+    if len(first) == len(ingests):
+        return table
+    wanted = pa.array((first["key"] + "/" + first["id"]).tolist(), pa.string())
+    pair = pc.binary_join_element_wise(table["ingest_key"], table["ingest_id"], "/")
+    return table.filter(pc.is_in(pair, wanted))
+
+
+def _rows_digest(result: ParseResult, name: str) -> str:
+    digest = hashlib.sha256()
+    for table in (result.runs, result.measurements):
+        part = table.filter(pc.equal(table["source"], name)).drop_columns(["source"])
+        for row in part.to_pylist():
+            digest.update(repr(sorted(row.items())).encode())
+    return "rows-" + digest.hexdigest()
+
+
+@contextmanager
+def _locked(directory: Path) -> Iterator[None]:
+    """Hold an exclusive lock on the dataset for the look-up-then-write step."""
+    with (directory / _LOCK).open("a") as handle:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)

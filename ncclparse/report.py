@@ -1,0 +1,97 @@
+"""Render a report context into one self-contained HTML page or a Markdown summary.
+
+The context types and how they are built from parsed and analysed tables live in
+:mod:`ncclparse.report_context`; this module owns the Jinja environment (built once,
+``autoescape=True``, ``StrictUndefined``: a misspelt variable is an error, not an empty
+string) and the formatting filters templates use. Templates do no arithmetic.
+
+>>> context = build_context(ncclparse.parse_many(["a.log"]))  # doctest: +SKIP
+>>> html = render_report(context)                               # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from pathlib import Path
+from typing import Literal
+
+import jinja2
+from markupsafe import Markup
+
+from . import formatting
+from .report_context import ReportContext, build_context
+
+__all__ = [
+    "ReportContext",
+    "build_context",
+    "environment",
+    "render_markdown",
+    "render_report",
+]
+
+Format = Literal["html", "md"]
+
+_TEMPLATES = {"html": "report.html", "md": "summary.md"}
+# Characters with a meaning in CommonMark or in a GitHub table cell.
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|&~])")
+
+
+def markdown_text(value: object) -> Markup:
+    """Escape text from a log for Markdown: punctuation backslashed, one line.
+
+    Returned as Markup so the HTML autoescape leaves it alone: the backslashes already
+    make ``<script>`` literal text in any CommonMark renderer.
+    """
+    text = " ".join(str(value).split())
+    return Markup(_MD_SPECIAL.sub(r"\\\1", text))
+
+
+@functools.cache
+def environment(template_dir: Path | None = None) -> jinja2.Environment:
+    """The Jinja environment: ``template_dir`` first (a site's own), then ours.
+
+    Built once per directory. Filters: ``bytes``, ``time``, ``gbps``, ``percent``,
+    ``count`` (:mod:`ncclparse.formatting`) and ``md`` (:func:`markdown_text`).
+    """
+    loaders: list[jinja2.BaseLoader] = []
+    if template_dir is not None:
+        loaders.append(jinja2.FileSystemLoader(template_dir))
+    loaders.append(jinja2.PackageLoader("ncclparse.templates", ""))
+    env = jinja2.Environment(
+        loader=jinja2.ChoiceLoader(loaders),
+        autoescape=True,
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+        keep_trailing_newline=True,
+    )
+    env.filters.update(
+        bytes=formatting.format_bytes,
+        time=formatting.format_time_us,
+        gbps=formatting.format_gbps,
+        percent=formatting.format_percent,
+        count=formatting.format_count,
+        md=markdown_text,
+    )
+    return env
+
+
+def render_report(
+    context: ReportContext,
+    *,
+    format: Format = "html",
+    template_dir: Path | None = None,
+) -> str:
+    """Render ``context`` as the HTML page (``report.html``) or the Markdown summary.
+
+    Raises jinja2.TemplateError (e.g. UndefinedError) for a broken template; those
+    are bugs in the template, not bad input, so they keep their traceback.
+    """
+    template = environment(template_dir).get_template(_TEMPLATES[format])
+    return template.render(report=context)
+
+
+def render_markdown(context: ReportContext, *, template_dir: Path | None = None) -> str:
+    """Render the short Markdown summary (verdicts, key numbers, worst gaps)."""
+    return render_report(context, format="md", template_dir=template_dir)

@@ -1,0 +1,469 @@
+"""The typed context the report templates render, built from parsed and analysed tables.
+
+:func:`build_context` turns a :class:`~ncclparse.api.ParseResult` (and its
+:class:`~ncclparse.efficiency.Analysis`) into a :class:`ReportContext`: a verdict per
+run, key numbers, charts as SVG strings, tables and every warning and error. Everything
+a template shows is computed here; numbers stay numbers (templates format them with the
+:mod:`ncclparse.formatting` filters) and text from logs stays plain ``str`` (the
+templates escape it). Only the SVG charts are :class:`markupsafe.Markup`: matplotlib
+escapes the text inside them.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import PurePath
+from typing import Any
+
+import pandas as pd
+from markupsafe import Markup
+
+from . import plots
+from .api import ParseResult
+from .efficiency import Analysis, analyze
+from .hardware import HardwareProfile
+from .report_facts import (
+    Message,
+    ProfileInfo,
+    failure_message,
+    run_messages,
+    run_metadata,
+    used_profiles,
+)
+from .report_verdict import Finding, Level, Verdict, judge_run
+from .schema import SCHEMA_VERSION
+
+__all__ = [
+    "Block",
+    "Chart",
+    "ComparisonRow",
+    "Finding",
+    "Level",
+    "Message",
+    "ProfileInfo",
+    "ReportContext",
+    "RunReport",
+    "SizeRow",
+    "Verdict",
+    "build_context",
+]
+
+_BLOCK_KEYS = ["collective", "dtype", "redop", "root", "nranks"]
+_OVERLAY_LIMIT = 10  # more lines than this are a tangle; the table lists all
+
+
+@dataclass(frozen=True, slots=True)
+class Chart:
+    """One inline chart: ``title``, a one-sentence ``caption``, the ``svg`` element."""
+
+    title: str
+    caption: str
+    svg: Markup
+
+
+@dataclass(frozen=True, slots=True)
+class SizeRow:
+    """One measured point (size, placement) with its efficiency and gap columns.
+
+    Times in µs, bandwidths in GB/s, ``efficiency`` a fraction; None where missing
+    (the templates show a dash). ``line`` is the row's line in its source.
+    """
+
+    size_bytes: int
+    placement: str
+    line: int
+    time_us: float | None
+    busbw_gbps: float | None
+    busbw_calc_gbps: float | None
+    ideal_busbw_gbps: float | None
+    efficiency: float | None
+    regime: str | None
+    gap_hw_latency_us: float | None
+    gap_latency_us: float | None
+    gap_staging_us: float | None
+    gap_bandwidth_us: float | None
+    gap_residual_us: float | None
+    wrong: float | None
+    wrong_count: bool
+    mismatch: bool
+    main_gap: str | None
+    note: str | None
+    stripe: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Block:
+    """One series group of a run: a collective, dtype, redop, root and rank count.
+
+    ``largest`` is the row the verdict judges (largest size, out-of-place preferred);
+    ``alpha_us``/``beta_gbps``/``crossover_bytes``/``fit_class`` come from the fit of
+    the same placement. ``worst`` are the bandwidth-bound rows furthest from ideal.
+    """
+
+    anchor: str
+    title: str
+    collective: str
+    nranks: int | None
+    rows: tuple[SizeRow, ...]
+    largest: SizeRow | None
+    peak: SizeRow | None
+    alpha_us: float | None
+    beta_gbps: float | None
+    crossover_bytes: float | None
+    fit_class: str | None
+    median_error_pct: float | None
+    charts: tuple[Chart, ...]
+    worst: tuple[SizeRow, ...]
+    notes: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class RunReport:
+    """One run of one source: its verdict first, then blocks, metadata, messages."""
+
+    anchor: str
+    label: str
+    short_label: str
+    source: str
+    run: int
+    tool: str
+    status: str
+    collectives: str
+    nranks: int | None
+    nnodes: int | None
+    device: str | None
+    verdict: Verdict
+    blocks: tuple[Block, ...]
+    metadata: tuple[tuple[str, str], ...]
+    messages: tuple[Message, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ComparisonRow:
+    """One block in the comparison table of a multi-run report."""
+
+    run: RunReport
+    block: Block
+
+
+@dataclass(frozen=True, slots=True)
+class ReportContext:
+    """Everything ``report.html`` and ``summary.md`` show; see each type's docstring.
+
+    ``failures`` are inputs that could not be read at all (no run); ``overlay`` is the
+    all-runs chart, present with two or more blocks; ``comparison`` its table.
+    ``good``/``poor`` are the efficiency thresholds the verdicts used.
+    """
+
+    title: str
+    runs: tuple[RunReport, ...]
+    failures: tuple[Message, ...]
+    assumptions: tuple[str, ...]
+    overlay: Chart | None
+    comparison: tuple[ComparisonRow, ...]
+    profiles: tuple[ProfileInfo, ...]
+    ncclparse_version: str
+    schema_version: int
+    command_line: str | None
+    good: float
+    poor: float
+
+    @property
+    def messages(self) -> tuple[Message, ...]:
+        """Every error and warning: unreadable inputs first, then each run's."""
+        return self.failures + tuple(m for r in self.runs for m in r.messages)
+
+
+def build_context(
+    result: ParseResult,
+    analysis: Analysis | None = None,
+    *,
+    profile: HardwareProfile | str | None = None,
+    intra_bw: str | float | None = None,
+    inter_bw: str | float | None = None,
+    gpus_per_node: int | None = None,
+    nodes: int | None = None,
+    command_line: str | None = None,
+    failures: Sequence[Exception] | None = None,
+    good: float = 0.75,
+    poor: float = 0.5,
+) -> ReportContext:
+    """Build the report context; runs :func:`~ncclparse.efficiency.analyze` if needed.
+
+    Hardware options as for ``analyze``. ``failures`` are the inputs that could not
+    be read (default: ``result.failures``; the CLI adds missing paths). A run is
+    judged healthy when its large-message efficiency is at least ``good``, poor below
+    ``poor`` (fractions of the ideal). Raises ProfileError as ``analyze`` does.
+    """
+    from . import __version__
+
+    hardware = {
+        "intra_bw": intra_bw,
+        "inter_bw": inter_bw,
+        "gpus_per_node": gpus_per_node,
+    }
+    if analysis is None:
+        analysis = analyze(result.measurements, profile, nodes=nodes, **hardware)
+    rows = analysis.rows.to_pandas()
+    fits = analysis.fits.to_pandas()
+    runs = [
+        _run_report(index, run, rows, fits, good, poor)
+        for index, run in enumerate(result.runs.to_pylist())
+    ]
+    comparison = tuple(ComparisonRow(r, b) for r in runs for b in r.blocks)
+    failures = result.failures if failures is None else failures
+    errors = tuple(failure_message(exc) for exc in failures)
+    sources = [*result.accounting, *(m.source for m in errors)]
+    title = sources[0] if len(sources) == 1 else f"{len(sources)} inputs"
+    return ReportContext(
+        title=f"ncclparse report: {title}",
+        runs=tuple(runs),
+        failures=errors,
+        assumptions=analysis.assumptions,
+        overlay=_overlay(comparison) if len(comparison) > 1 else None,
+        comparison=comparison if len(comparison) > 1 else (),
+        profiles=used_profiles(result, profile, hardware),
+        ncclparse_version=__version__,
+        schema_version=SCHEMA_VERSION,
+        command_line=command_line,
+        good=good,
+        poor=poor,
+    )
+
+
+def _run_report(
+    index: int,
+    run: dict[str, Any],
+    rows: pd.DataFrame,
+    fits: pd.DataFrame,
+    good: float,
+    poor: float,
+) -> RunReport:
+    mine = rows[(rows["source"] == run["source"]) & (rows["run"] == run["run"])]
+    my_fits = fits[(fits["source"] == run["source"]) & (fits["run"] == run["run"])]
+    anchor = f"run{index + 1}"
+    blocks = []
+    groups = mine.groupby(_BLOCK_KEYS, dropna=False, sort=True)
+    for number, (key, group) in enumerate(groups, start=1):
+        block_fits = my_fits
+        for column, value in zip(_BLOCK_KEYS, key, strict=True):
+            block_fits = block_fits[_same(block_fits[column], value)]
+        blocks.append(_block(f"{anchor}-{number}", key, group, block_fits))
+    devices = Counter(d for d in run["devices"] if d)
+    device = next(iter(devices)) if len(devices) == 1 else None
+    verdict = judge_run(run, blocks, good=good, poor=poor)
+    return RunReport(
+        anchor=anchor,
+        label=f"{run['source']} (run {run['run'] + 1})",
+        short_label=f"{PurePath(run['source']).name} (run {run['run'] + 1})",
+        source=run["source"],
+        run=run["run"],
+        tool=run["tool"],
+        status=run["status"],
+        collectives=", ".join(run["collectives"]) or "unknown",
+        nranks=run["nranks"],
+        nnodes=run["nnodes"],
+        device=device or (", ".join(devices) if devices else None),
+        verdict=verdict,
+        blocks=tuple(blocks),
+        metadata=run_metadata(run),
+        messages=run_messages(run),
+    )
+
+
+def _block(
+    anchor: str, key: tuple[Any, ...], rows: pd.DataFrame, fits: pd.DataFrame
+) -> Block:
+    collective, dtype, redop, root, nranks = (_value(v) for v in key)
+    # groupby hands integer keys back as floats when the column has nulls.
+    root, nranks = (None if v is None else int(v) for v in (root, nranks))
+    rows = rows.sort_values(["size_bytes", "placement"], ascending=[True, False])
+    # Every other size is shaded in the table, so both placements of a size pair up.
+    stripes = {s: i % 2 == 1 for i, s in enumerate(sorted(set(rows["size_bytes"])))}
+    size_rows = tuple(
+        _size_row(r, stripes[r["size_bytes"]]) for r in rows.to_dict("records")
+    )
+    largest = _largest(size_rows)
+    chosen = fits[fits["placement"] == (largest.placement if largest else "")]
+    fit = chosen.to_dict("records")[0] if not chosen.empty else {}
+    crossover = _number(fit.get("crossover_bytes"))
+    parts = [collective or "unknown collective", dtype, redop]
+    parts += [f"root {root}" if root is not None else None]
+    parts += [f"{nranks} ranks" if nranks is not None else None]
+    charts = _charts(anchor, rows, fits, crossover)
+    with_busbw = [r for r in size_rows if r.busbw_calc_gbps is not None]
+    peak = max(with_busbw, key=lambda r: r.busbw_calc_gbps or 0.0, default=None)
+    bound = [r for r in size_rows if r.regime == "bandwidth-bound" and r.efficiency]
+    notes = Counter(
+        note
+        for text in rows["efficiency_note"].dropna()
+        for note in str(text).split("; ")
+    )
+    return Block(
+        anchor=anchor,
+        title=" · ".join(str(p) for p in parts if p is not None),
+        collective=collective or "unknown",
+        nranks=nranks,
+        rows=size_rows,
+        largest=largest,
+        peak=peak,
+        alpha_us=_number(fit.get("alpha_us")),
+        beta_gbps=_number(fit.get("beta_gbps")),
+        crossover_bytes=crossover,
+        fit_class=_value(fit.get("fit_class")),
+        median_error_pct=_number(fit.get("median_error_pct")),
+        charts=charts,
+        worst=tuple(sorted(bound, key=lambda r: r.efficiency or 0.0)[:3]),
+        notes=tuple(sorted(notes)),
+    )
+
+
+def _charts(
+    anchor: str, rows: pd.DataFrame, fits: pd.DataFrame, crossover: float | None
+) -> tuple[Chart, ...]:
+    """The four charts of a block; those without data to draw are left out."""
+    if not (rows["size_bytes"] > 0).any():
+        return ()
+    charts = []
+    if rows["busbw_calc_gbps"].notna().any():
+        charts.append(
+            Chart(
+                "Bus bandwidth",
+                "Recomputed bus bandwidth per size against the ideal and the fitted "
+                "alpha-beta model; shaded sizes are latency-bound.",
+                Markup(
+                    plots.bandwidth_plot(
+                        rows, fits, plot_id=f"{anchor}-bw", crossover=crossover
+                    )
+                ),
+            )
+        )
+    charts.append(
+        Chart(
+            "Time",
+            "Time per operation against size (log-log) with the fitted model and the "
+            "ideal transfer time.",
+            Markup(
+                plots.time_plot(rows, fits, plot_id=f"{anchor}-t", crossover=crossover)
+            ),
+        )
+    )
+    if rows["efficiency"].notna().any():
+        charts.append(
+            Chart(
+                "Efficiency",
+                "Recomputed bus bandwidth as a share of the ideal.",
+                Markup(
+                    plots.efficiency_plot(
+                        rows, plot_id=f"{anchor}-eff", crossover=crossover
+                    )
+                ),
+            )
+        )
+    placement = (
+        "out-of-place" if (rows["placement"] == "out-of-place").any() else "in-place"
+    )
+    gaps = rows[rows["placement"] == placement]
+    if gaps["gap_us"].notna().any():
+        charts.append(
+            Chart(
+                "Gap attribution",
+                f"Where the measured time goes ({placement}): the ideal transfer, then "
+                "each gap component as a share of the measured time.",
+                Markup(plots.gap_plot(gaps, plot_id=f"{anchor}-gap")),
+            )
+        )
+    return tuple(charts)
+
+
+def _overlay(comparison: tuple[ComparisonRow, ...]) -> Chart:
+    series = []
+    for item in comparison[:_OVERLAY_LIMIT]:
+        rows = [
+            r
+            for r in item.block.rows
+            if r.placement
+            == (item.block.largest.placement if item.block.largest else "")
+        ]
+        series.append(
+            plots.OverlaySeries(
+                label=f"{item.run.short_label}: {item.block.title}",
+                size_bytes=[r.size_bytes for r in rows],
+                busbw_gbps=[
+                    r.busbw_calc_gbps if r.busbw_calc_gbps is not None else math.nan
+                    for r in rows
+                ],
+            )
+        )
+    shown = (
+        ""
+        if len(comparison) <= _OVERLAY_LIMIT
+        else f" (the first {_OVERLAY_LIMIT} of {len(comparison)})"
+    )
+    return Chart(
+        "All runs",
+        f"Recomputed bus bandwidth of every run{shown}, in the placement each "
+        "verdict judges.",
+        Markup(plots.overlay_plot(series, plot_id="overlay")),
+    )
+
+
+def _size_row(row: dict[str, Any], stripe: bool) -> SizeRow:
+    gaps = {
+        "hardware latency": _number(row["gap_hw_latency_us"]),
+        "software latency": _number(row["gap_latency_us"]),
+        "host staging": _number(row["gap_staging_us"]),
+        "bandwidth shortfall": _number(row["gap_bandwidth_us"]),
+        "unexplained": _number(row["gap_residual_us"]),
+    }
+    known = {k: v for k, v in gaps.items() if v is not None}
+    return SizeRow(
+        size_bytes=int(row["size_bytes"]),
+        placement=str(row["placement"]),
+        line=int(row["line"]),
+        time_us=_number(row["time_us"]),
+        busbw_gbps=_number(row["busbw_gbps"]),
+        busbw_calc_gbps=_number(row["busbw_calc_gbps"]),
+        ideal_busbw_gbps=_number(row["ideal_busbw_gbps"]),
+        efficiency=_number(row["efficiency"]),
+        regime=_value(row["regime"]),
+        gap_hw_latency_us=gaps["hardware latency"],
+        gap_latency_us=gaps["software latency"],
+        gap_staging_us=gaps["host staging"],
+        gap_bandwidth_us=gaps["bandwidth shortfall"],
+        gap_residual_us=gaps["unexplained"],
+        wrong=_number(row["wrong"]),
+        wrong_count=_value(row["wrong_kind"]) == "count",
+        mismatch=bool(_value(row["busbw_mismatch"])),
+        main_gap=max(known, key=lambda k: known[k]) if known else None,
+        note=_value(row["efficiency_note"]),
+        stripe=stripe,
+    )
+
+
+def _largest(rows: tuple[SizeRow, ...]) -> SizeRow | None:
+    """The row the verdict judges: the largest size, out-of-place when measured."""
+    for placement in ("out-of-place", "in-place"):
+        mine = [r for r in rows if r.placement == placement and r.size_bytes > 0]
+        if mine:
+            return max(mine, key=lambda r: r.size_bytes)
+    return None
+
+
+def _same(column: pd.Series, value: Any) -> pd.Series:
+    return column.isna() if _value(value) is None else column == value
+
+
+def _value(value: Any) -> Any:
+    """None for every flavour of missing (None, NaN, pd.NA); numpy scalars to Python."""
+    if value is None or (not isinstance(value, str) and pd.isna(value)):
+        return None
+    return value.item() if hasattr(value, "item") else value
+
+
+def _number(value: Any) -> float | None:
+    found = _value(value)
+    return None if found is None else float(found)

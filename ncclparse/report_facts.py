@@ -1,0 +1,113 @@
+"""Run facts for the report: metadata pairs, messages, unreadable inputs, profiles.
+
+Plain text out of the ``runs`` table and the parse failures, for
+:mod:`ncclparse.report_context`; no formatting beyond joining words.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from .api import ParseResult
+from .hardware import HardwareProfile, resolve_profile
+
+__all__ = [
+    "Message",
+    "ProfileInfo",
+    "failure_message",
+    "run_messages",
+    "run_metadata",
+    "used_profiles",
+]
+
+_LINE_PREFIX = re.compile(r"^line (\d+): ")
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """A warning or error: ``level`` "error"/"warning", where, and the text."""
+
+    level: Literal["error", "warning"]
+    source: str
+    line: int | None
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class ProfileInfo:
+    """A hardware profile used for the ideal: summary line and figure -> source."""
+
+    summary: str
+    sources: tuple[tuple[str, str], ...]
+
+
+def run_metadata(run: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """Run facts as (label, text) pairs, skipping what the log does not state."""
+    pairs = [
+        ("tool", " ".join(v for v in (run["tool"], run["tool_version"]) if v)),
+        ("library version", run["library_version"]),
+        ("status", run["status"]),
+        ("lines", f"{run['first_line']} to {run['last_line']}"),
+        ("ranks", run["nranks"]),
+        ("nodes", run["nnodes"]),
+        ("hosts", _tally(run["hosts"])),
+        ("devices", _tally(run["devices"])),
+        ("command", run.get("command")),
+        ("parameters", ", ".join(f"{k}={v}" for k, v in run["params"])),
+        (
+            "avg bus bandwidth (footer)",
+            run["avg_busbw_gbps"] and f"{run['avg_busbw_gbps']} GB/s",
+        ),
+        ("out of bounds values", run["oob_values"]),
+    ]
+    return tuple((k, str(v)) for k, v in pairs if v not in (None, ""))
+
+
+def _tally(values: list[str], limit: int = 8) -> str:
+    """ "a (8 ranks), b (8 ranks)" in first-seen order; beyond ``limit``, a count."""
+    counts = Counter(v for v in values if v)
+    shown = [
+        f"{k} ({n} ranks)" if n > 1 else k for k, n in list(counts.items())[:limit]
+    ]
+    if len(counts) > limit:
+        shown.append(f"and {len(counts) - limit} more")
+    return ", ".join(shown)
+
+
+def run_messages(run: dict[str, Any]) -> tuple[Message, ...]:
+    found = []
+    for level, key in (("error", "errors"), ("warning", "warnings")):
+        for text in run[key]:
+            match = _LINE_PREFIX.match(text)
+            line = int(match.group(1)) if match else None
+            body = text[match.end() :] if match else text
+            found.append(Message(level, run["source"], line, body))  # type: ignore[arg-type]
+    return tuple(found)
+
+
+def failure_message(exc: Exception) -> Message:
+    source = str(getattr(exc, "source", "") or "input")
+    line = getattr(exc, "line_no", None) or None
+    return Message("error", source, line, str(exc))
+
+
+def used_profiles(
+    result: ParseResult, profile: HardwareProfile | str | None, hardware: dict[str, Any]
+) -> tuple[ProfileInfo, ...]:
+    """The profiles the ideal was judged against (as ``analyze`` resolves them)."""
+    if profile is not None:
+        candidates = [resolve_profile(profile, **hardware)[0]]
+    else:
+        devices = sorted(
+            set(result.measurements.column("device").drop_null().to_pylist())
+        )
+        candidates = [
+            resolve_profile(None, device_name=d, **hardware)[0] for d in devices
+        ]
+        if not devices:
+            candidates.append(resolve_profile(None, **hardware)[0])
+    unique = {p.summary(): p for p in candidates if p is not None}
+    return tuple(ProfileInfo(k, p.sources) for k, p in unique.items())

@@ -1,0 +1,315 @@
+"""Check rules: thresholds per collective, size range and regime, and their TOML file.
+
+A :class:`Rules` value holds everything ``ncclparse check`` judges against: threshold
+rules (:class:`Rule`), what must be present (:class:`Expectations`), how history
+baselines are built (:class:`HistoryPolicy`) and when a host is named slow
+(:class:`BlamePolicy`). :data:`DEFAULT_RULES` applies when no file is given; a rules
+file (:func:`load_rules`) replaces only the sections it has. The file format is
+documented in ``docs/check-json.md`` (section "Rules file").
+"""
+
+from __future__ import annotations
+
+import math
+import tomllib
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from .errors import NcclParseError
+from .schema import COLLECTIVES
+from .units import size_bytes
+
+__all__ = [
+    "DEFAULT_RULES",
+    "METRICS",
+    "REGIMES",
+    "BlamePolicy",
+    "Expectations",
+    "HistoryPolicy",
+    "Rule",
+    "Rules",
+    "RulesError",
+    "load_rules",
+    "rules_from_mapping",
+]
+
+Metric = Literal["efficiency", "busbw_gbps", "time_us"]
+METRICS: tuple[str, ...] = ("efficiency", "busbw_gbps", "time_us")
+REGIMES: tuple[str, ...] = ("latency-bound", "bandwidth-bound")
+# time is a ceiling; efficiency and bandwidth are floors.
+_CEILINGS = frozenset({"time_us"})
+
+
+class RulesError(NcclParseError):
+    """A rules file cannot be read or holds an invalid rule (exit status 2)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """One threshold applied to every series it selects, size by size.
+
+    ``metric`` is ``efficiency`` (busbw / seed 003 ideal, a floor), ``busbw_gbps``
+    (recomputed bus bandwidth, a floor) or ``time_us`` (a ceiling). A row fails when
+    it is worse than :attr:`limit`, the threshold widened by ``tolerance`` (a
+    fraction: 0.05 lets a 40 % floor pass down to 38 %). ``None`` selectors match
+    anything; size bounds are inclusive bytes.
+    """
+
+    name: str
+    metric: Metric
+    threshold: float
+    collective: str | None = None
+    regime: str | None = None
+    size_min: int | None = None
+    size_max: int | None = None
+    tolerance: float = 0.0
+
+    @property
+    def is_ceiling(self) -> bool:
+        """True when values above the limit fail (time), False for floors."""
+        return self.metric in _CEILINGS
+
+    @property
+    def limit(self) -> float:
+        """The threshold after tolerance: the value a row may not be worse than."""
+        scale = 1 + self.tolerance if self.is_ceiling else 1 - self.tolerance
+        return self.threshold * scale
+
+    def describe(self) -> str:
+        """One line: what the rule selects and its threshold."""
+        parts = [self.collective or "any collective", self.regime or "any regime"]
+        if self.size_min is not None or self.size_max is not None:
+            low = self.size_min if self.size_min is not None else 0
+            high = self.size_max if self.size_max is not None else "max"
+            parts.append(f"sizes {low}..{high} B")
+        sign = "<=" if self.is_ceiling else ">="
+        tol = f" (tolerance {self.tolerance:g})" if self.tolerance else ""
+        return f"{', '.join(parts)}: {self.metric} {sign} {self.threshold:g}{tol}"
+
+
+@dataclass(frozen=True, slots=True)
+class Expectations:
+    """What must be present: collectives (across all inputs) and sizes (per series)."""
+
+    collectives: tuple[str, ...] = ()
+    sizes: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryPolicy:
+    """How a baseline is built and when a drop from it is a regression.
+
+    The baseline of a series and size is the most recent ``window`` runs not older
+    than ``max_age_days`` (0: no limit); with fewer than ``min_runs`` the size is
+    skipped. A bandwidth-bound size regresses when its busbw is below the median by
+    more than both ``mad_k`` scaled MADs (1.4826 x MAD, the normal-consistent
+    spread) and ``min_drop`` x median; a latency-bound size when its time is above
+    the median by more than ``mad_k`` scaled MADs and ``min_rise`` x median.
+    """
+
+    window: int = 20
+    max_age_days: int = 30
+    min_runs: int = 5
+    mad_k: float = 4.0
+    min_drop: float = 0.05
+    min_rise: float = 0.10
+
+
+@dataclass(frozen=True, slots=True)
+class BlamePolicy:
+    """When a host is named slow.
+
+    A run is slow when its score (typical time / its time, 1.0 = typical) is below
+    ``slow_score``. A host is named when at least ``min_runs`` runs include it, at
+    least ``min_slow_fraction`` of them are slow, and runs with it score at least
+    ``min_deficit`` (a fraction) below runs without it.
+    """
+
+    min_runs: int = 2
+    slow_score: float = 0.9
+    min_slow_fraction: float = 0.8
+    min_deficit: float = 0.1
+
+
+@dataclass(frozen=True, slots=True)
+class Rules:
+    """Everything a check judges against."""
+
+    rules: tuple[Rule, ...]
+    expect: Expectations = field(default_factory=Expectations)
+    history: HistoryPolicy = field(default_factory=HistoryPolicy)
+    blame: BlamePolicy = field(default_factory=BlamePolicy)
+
+
+# Defaults catch gross faults (a fabric fallen back to sockets, a dead NIC), not tuning
+# gaps: a preset profile is often not the exact machine, and fabrics that reach 70 % of
+# the seed 003 ideal are healthy. History (median + MAD) is what catches small drops.
+# 256 MiB: multi-node all-reduce reaches its plateau around there (the corpus' 2-node
+# H100 log is at 44 % of ideal at 256 MiB and 70 % at 8 GiB); below, efficiency is
+# mostly latency. The 1 ms ceiling up to 1 MiB is far above NVLink and InfiniBand
+# small-message times (10-150 us in the corpus) yet below a socket fallback's.
+DEFAULT_RULES = Rules(
+    rules=(
+        Rule(
+            "bandwidth",
+            "efficiency",
+            0.30,
+            regime="bandwidth-bound",
+            size_min=256 * 2**20,
+        ),
+        Rule("latency", "time_us", 1000.0, regime="latency-bound", size_max=2**20),
+    )
+)
+
+
+def load_rules(path: str | Path) -> Rules:
+    """Read a TOML rules file; sections it lacks keep :data:`DEFAULT_RULES`' values.
+
+    Raises RulesError (never OSError or a TOML error) for a file that cannot be read,
+    is not TOML, or holds an unknown key or invalid value, naming the file.
+    """
+    try:
+        with Path(path).open("rb") as handle:
+            data = tomllib.load(handle)
+    except OSError as exc:
+        raise RulesError(f"{path}: cannot read rules: {exc.strerror}") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise RulesError(f"{path}: not valid TOML: {exc}") from exc
+    try:
+        return rules_from_mapping(data)
+    except RulesError as exc:
+        raise RulesError(f"{path}: {exc}") from exc
+
+
+def rules_from_mapping(data: dict[str, Any]) -> Rules:
+    """Build :class:`Rules` from parsed TOML (``rule`` array, ``expect``, ``history``,
+    ``blame`` tables). A ``rule`` array, even empty, replaces the default rules.
+    """
+    _known(data, {"rule", "expect", "history", "blame"}, "top level")
+    rules = DEFAULT_RULES.rules
+    if "rule" in data:
+        if not isinstance(data["rule"], list):
+            raise RulesError("'rule' must be an array of tables ([[rule]])")
+        rules = tuple(_rule(item, i) for i, item in enumerate(data["rule"]))
+        names = [r.name for r in rules]
+        if len(set(names)) != len(names):
+            raise RulesError(f"rule names must be unique: {names}")
+    expect = DEFAULT_RULES.expect
+    if "expect" in data:
+        table = _table(data, "expect")
+        _known(table, {"collectives", "sizes"}, "[expect]")
+        collectives = tuple(
+            _collective(c, "[expect]") for c in _list(table, "collectives")
+        )
+        sizes = tuple(_size(s, "[expect] sizes") for s in _list(table, "sizes"))
+        expect = Expectations(collectives, sizes)
+    return Rules(
+        rules=rules,
+        expect=expect,
+        history=_policy(data, "history", DEFAULT_RULES.history),
+        blame=_policy(data, "blame", DEFAULT_RULES.blame),
+    )
+
+
+def _rule(item: Any, index: int) -> Rule:
+    where = f"rule {index + 1}"
+    if not isinstance(item, dict):
+        raise RulesError(f"{where}: must be a table")
+    allowed = {f.name for f in fields(Rule)}
+    _known(item, allowed, where)
+    name = item.get("name", f"rule-{index + 1}")
+    if not isinstance(name, str) or not name:
+        raise RulesError(f"{where}: 'name' must be a non-empty string")
+    where = f"rule {name!r}"
+    metric = item.get("metric")
+    if metric not in METRICS:
+        raise RulesError(f"{where}: 'metric' must be one of {', '.join(METRICS)}")
+    threshold = _number(item.get("threshold"), f"{where} threshold")
+    tolerance = _number(item.get("tolerance", 0.0), f"{where} tolerance")
+    if tolerance >= 1:
+        raise RulesError(f"{where}: tolerance is a fraction below 1, got {tolerance}")
+    regime = item.get("regime")
+    if regime is not None and regime not in REGIMES:
+        raise RulesError(f"{where}: 'regime' must be one of {', '.join(REGIMES)}")
+    collective = item.get("collective")
+    sizes = [
+        None if item.get(k) is None else _size(item[k], f"{where} {k}")
+        for k in ("size_min", "size_max")
+    ]
+    if None not in sizes and sizes[0] > sizes[1]:  # type: ignore[operator]
+        raise RulesError(f"{where}: size_min is above size_max")
+    return Rule(
+        name=name,
+        metric=metric,
+        threshold=threshold,
+        collective=None if collective is None else _collective(collective, where),
+        regime=regime,
+        size_min=sizes[0],
+        size_max=sizes[1],
+        tolerance=tolerance,
+    )
+
+
+def _policy(data: dict[str, Any], key: str, default: Any) -> Any:
+    if key not in data:
+        return default
+    table = _table(data, key)
+    _known(table, {f.name for f in fields(default)}, f"[{key}]")
+    values = {}
+    for name, value in table.items():
+        wanted = type(getattr(default, name))
+        number = _number(value, f"[{key}] {name}")
+        if wanted is int and not float(number).is_integer():
+            raise RulesError(f"[{key}] {name}: must be a whole number, got {value}")
+        values[name] = wanted(number)
+    return replace(default, **values)
+
+
+def _known(table: dict[str, Any], allowed: set[str], where: str) -> None:
+    unknown = sorted(set(table) - allowed)
+    if unknown:
+        raise RulesError(
+            f"{where}: unknown key(s) {', '.join(unknown)} "
+            f"(known: {', '.join(sorted(allowed))})"
+        )
+
+
+def _table(data: dict[str, Any], key: str) -> dict[str, Any]:
+    value = data[key]
+    if not isinstance(value, dict):
+        raise RulesError(f"'{key}' must be a table ([{key}])")
+    return value
+
+
+def _list(table: dict[str, Any], key: str) -> list[Any]:
+    value = table.get(key, [])
+    if not isinstance(value, list):
+        raise RulesError(f"'{key}' must be an array")
+    return value
+
+
+def _number(value: Any, where: str) -> float:
+    # bool is an int in Python; `threshold = true` is a typo, not 1.
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise RulesError(f"{where}: expected a number, got {value!r}")
+    if not math.isfinite(value) or value < 0:
+        raise RulesError(f"{where}: expected a finite number >= 0, got {value!r}")
+    return float(value)
+
+
+def _size(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, str | int):
+        raise RulesError(f"{where}: expected a size such as 256MiB, got {value!r}")
+    try:
+        return size_bytes(value)
+    except NcclParseError as exc:
+        raise RulesError(f"{where}: {exc}") from exc
+
+
+def _collective(value: Any, where: str) -> str:
+    if value not in COLLECTIVES:
+        raise RulesError(
+            f"{where}: unknown collective {value!r} (one of {', '.join(COLLECTIVES)})"
+        )
+    return str(value)

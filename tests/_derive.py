@@ -1,0 +1,107 @@
+"""Derive scenario logs from real corpus logs, by transformations a test can explain.
+
+Every derived log starts as a real log (tests/fixtures/, see SOURCES.md) and changes
+only what a scenario needs:
+
+* :func:`scale` multiplies a data row's times by a factor and divides its algbw and
+  busbw by it, as a slower fabric would print them, re-printed with nccl-tests'
+  formats (time %.0f from 10 ms, %.1f from 100 us, else %.2f; bandwidths %.2f) and
+  right-aligned in the original column width;
+* :func:`rename_hosts` replaces host names in the ``Rank ... on HOST`` lines;
+* :func:`set_wrong` writes a ``#wrong`` count into one row;
+* :func:`cut` drops everything after a given row, as a killed job leaves it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+FIXTURES = Path(__file__).parent / "fixtures"
+# 16 ranks on 2 nodes x 8 H100 (GCP A3 Mega), sizes 8 B to 8 GiB, complete, #wrong 0.
+HEALTHY = (
+    FIXTURES / "nccl" / "repo-ztan-a3mega_allreduce_16rank_2node_h100_complete.log"
+)
+HOSTS = ("ztan-mig-235z", "ztan-mig-gq73")
+_ROW = re.compile(r"^\s+\d+\s+\d+\s+float\s")
+
+
+def healthy() -> str:
+    return HEALTHY.read_text()
+
+
+def _tokens(line: str) -> list[str]:
+    return re.split(r"(\s+)", line)
+
+
+def _fit(old: str, new: str) -> str:
+    return new.rjust(len(old))
+
+
+def _time(value: float) -> str:
+    if value >= 10000:
+        return f"{value:.0f}"
+    return f"{value:.1f}" if value >= 100 else f"{value:.2f}"
+
+
+def scale(text: str, factor: Callable[[int], float]) -> str:
+    """Scale each data row's times by ``factor(size_bytes)`` (bandwidths by 1/f)."""
+    out = []
+    for line in text.splitlines(keepends=True):
+        if not _ROW.match(line):
+            out.append(line)
+            continue
+        parts = _tokens(line.rstrip("\n"))
+        # parts: '', ws, size, ws, count, ws, type, ws, redop, ws, root, ws,
+        # time, ws, algbw, ws, busbw, ws, wrong, ws, time, ws, algbw, ws, busbw, ...
+        values = parts[2::2]
+        f = factor(int(values[0]))
+        for start in (5, 9):  # out-of-place and in-place (time, algbw, busbw)
+            t, alg, bus = (float(v) for v in values[start : start + 3])
+            new = (_time(t * f), f"{alg / f:.2f}", f"{bus / f:.2f}")
+            for offset, text_value in enumerate(new):
+                index = 2 + 2 * (start + offset)
+                parts[index] = _fit(parts[index], text_value)
+        out.append("".join(parts) + "\n")
+    return "".join(out)
+
+
+def set_wrong(text: str, size: int, count: int, *, in_place: bool = False) -> str:
+    """Write ``count`` into the #wrong column of the row of ``size`` bytes."""
+    out = []
+    for line in text.splitlines(keepends=True):
+        parts = _tokens(line.rstrip("\n"))
+        if _ROW.match(line) and int(parts[2]) == size:
+            index = 2 + 2 * (12 if in_place else 8)
+            parts[index] = _fit(parts[index], str(count))
+            line = "".join(parts) + "\n"
+        out.append(line)
+    return "".join(out)
+
+
+def rename_hosts(text: str, names: Mapping[str, str]) -> str:
+    """Replace host names where the Rank lines give them (``on HOST device``)."""
+    for old, new in names.items():
+        text = text.replace(f" on {old} ", f" on {new} ")
+    return text
+
+
+def cut(text: str, after_size: int) -> str:
+    """Keep the log up to and including the row of ``after_size`` bytes."""
+    out = []
+    for line in text.splitlines(keepends=True):
+        out.append(line)
+        if _ROW.match(line) and int(line.split()[0]) == after_size:
+            break
+    return "".join(out)
+
+
+def jitter(seed: int, spread: float = 0.015) -> Callable[[int], float]:
+    """A deterministic factor in [1 - spread, 1 + spread] per size (no RNG state)."""
+
+    def factor(size: int) -> float:
+        step = (seed * 7919 + size.bit_length() * 104729) % 201
+        return 1 + spread * (step - 100) / 100
+
+    return factor

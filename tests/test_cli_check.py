@@ -1,0 +1,363 @@
+"""``ncclparse check``, ``ingest`` and ``compare`` end to end on real and derived logs.
+
+Scenarios (issue 6, "Done means"): a healthy history then one degraded size; a
+pairwise matrix with one slow host; a truncated log; a missing log; ``#wrong`` > 0.
+Each asserts the exit status, the size or host named, and that the JUnit, JSON and
+Prometheus files are valid. Derived logs are made by tests/_derive.py from the real
+2-node H100 log; each test says which transformation it applies.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner, Result
+
+from ncclparse.cli import cli
+from tests import _derive as derive
+from tests.conftest import FIXTURES
+
+GIB = 1073741824
+# GCP A3 Mega: 8 x 200 Gb/s per node, not the h100 preset's 8 x 400 Gb/s.
+A3_MEGA = ["--profile", "h100", "--inter-bw", "200GB/s"]
+# Text exposition format 0.0.4: comments, then `name{labels} value [timestamp]`.
+_PROM_LINE = re.compile(
+    r'^[a-zA-Z_:][a-zA-Z0-9_:]*(\{([a-zA-Z_][a-zA-Z0-9_]*="([^"\\\n]|\\[\\"n])*",?)*\})?'
+    r" (-?[0-9.e+-]+|NaN|[+-]Inf)( -?[0-9]+)?$"
+)
+_PROM_META = re.compile(r"^# (HELP [a-zA-Z_:][a-zA-Z0-9_:]* .*|TYPE [a-zA-Z_:]"
+                        r"[a-zA-Z0-9_:]* (counter|gauge|histogram|summary|untyped))$")  # fmt: skip
+
+
+def _check(runner: CliRunner, tmp_path: Path, *args: str) -> tuple[Result, dict]:
+    """Run check with every machine output; validate them; return the JSON."""
+    out = {k: tmp_path / f"out.{k}" for k in ("xml", "json", "prom", "md")}
+    result = runner.invoke(
+        cli,
+        ["check", *args, "--junit", str(out["xml"]), "--json", str(out["json"]),
+         "--prometheus", str(out["prom"]), "--markdown", str(out["md"])],
+    )  # fmt: skip
+    assert result.exit_code in (0, 1), result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    document = json.loads(out["json"].read_text())
+    assert set(document) == {
+        "format", "version", "status", "summary", "assumptions", "cases", "hosts"
+    }  # fmt: skip
+    assert document["status"] == ("pass" if result.exit_code == 0 else "fail")
+    _valid_junit(out["xml"].read_text(), document)
+    _valid_prometheus(out["prom"].read_text())
+    assert out["md"].read_text().startswith("## ncclparse check: ")
+    return result, document
+
+
+def _valid_junit(text: str, document: dict) -> None:
+    root = ET.fromstring(text.encode())
+    cases = root.findall("./testsuite/testcase")
+    assert len(cases) == len(document["cases"]) == int(root.get("tests", "-1"))
+    failures = root.findall("./testsuite/testcase/failure")
+    assert len(failures) == document["summary"]["fail"] == int(root.get("failures"))
+    for failure in failures:
+        assert failure.text
+        assert failure.get("message")
+
+
+def _valid_prometheus(text: str) -> None:
+    typed: set[str] = set()
+    for line in text.splitlines():
+        if line.startswith("#"):
+            assert _PROM_META.match(line), line
+            if line.startswith("# TYPE"):
+                typed.add(line.split()[2])
+        else:
+            assert _PROM_LINE.match(line), line
+            assert re.split(r"[{ ]", line)[0] in typed, line
+
+
+def _failed(document: dict, rule: str) -> list[dict]:
+    return [c for c in document["cases"] if c["rule"] == rule and c["status"] == "fail"]
+
+
+def test_healthy_real_log_passes(runner: CliRunner, tmp_path: Path) -> None:
+    result, document = _check(runner, tmp_path, str(derive.HEALTHY), *A3_MEGA)
+    assert result.exit_code == 0
+    assert result.stdout.endswith("PASS: 0 failed, 5 passed, 1 skipped\n")
+    assert document["summary"] == {"cases": 6, "pass": 5, "fail": 0, "skip": 1}
+
+
+def test_missing_log_fails_closed(runner: CliRunner, tmp_path: Path) -> None:
+    missing = tmp_path / "nightly-0042.log"
+    result, document = _check(runner, tmp_path, str(derive.HEALTHY), str(missing))
+    assert result.exit_code == 1
+    [case] = _failed(document, "input")
+    assert case["name"] == str(missing)
+    assert f"{missing}: no such file or directory" in result.stdout
+
+
+@pytest.mark.parametrize("content", ["", "## NCCL TEST RESULT\nnothing ran\n"])
+def test_empty_or_unrecognised_input_fails(
+    runner: CliRunner, tmp_path: Path, content: str
+) -> None:
+    log = tmp_path / "empty.log"
+    log.write_text(content)
+    result, document = _check(runner, tmp_path, str(log))
+    assert result.exit_code == 1
+    assert [c["name"] for c in _failed(document, "input")] == [str(log)]
+
+
+def test_real_truncated_log_fails(runner: CliRunner, tmp_path: Path) -> None:
+    log = (
+        FIXTURES
+        / "nccl"
+        / "nccl-2441_allreduce_v2.18.3_stepbytes_h100nvl_2node_truncated.log"
+    )
+    result, document = _check(runner, tmp_path, str(log))
+    assert result.exit_code == 1
+    [case] = _failed(document, "integrity")
+    assert "run truncated" in case["message"]
+    assert case["source"] == str(log)
+
+
+def test_log_cut_mid_table_fails(runner: CliRunner, tmp_path: Path) -> None:
+    # Derived: the healthy log cut after the 1 MiB row, as a killed job leaves it.
+    log = tmp_path / "killed.log"
+    log.write_text(derive.cut(derive.healthy(), 1048576))
+    result, document = _check(runner, tmp_path, str(log), *A3_MEGA)
+    assert result.exit_code == 1
+    [case] = _failed(document, "integrity")
+    assert case["hosts"] == list(derive.HOSTS)
+    assert "run truncated" in case["message"]
+
+
+def test_wrong_values_fail_naming_the_size(runner: CliRunner, tmp_path: Path) -> None:
+    # Derived: #wrong of the 1 GiB out-of-place row set to 12 (data corruption).
+    log = tmp_path / "wrong.log"
+    log.write_text(derive.set_wrong(derive.healthy(), GIB, 12))
+    result, document = _check(runner, tmp_path, str(log), *A3_MEGA)
+    assert result.exit_code == 1
+    [case] = _failed(document, "integrity")
+    assert "#wrong > 0 at 1 size(s): 1 GiB out-of-place #wrong 12" in case["message"]
+    assert case["findings"] == [
+        {"size_bytes": GIB, "metric": "wrong", "value": 12.0, "limit": 0.0,
+         "baseline": None}
+    ]  # fmt: skip
+
+
+def test_out_of_bounds_failed_fails(runner: CliRunner, tmp_path: Path) -> None:
+    # Derived: the footer's "Out of bounds values : 0 OK" replaced by "3 FAILED".
+    log = tmp_path / "oob.log"
+    text = derive.healthy().replace(": 0 OK", ": 3 FAILED")
+    log.write_text(text)
+    result, document = _check(runner, tmp_path, str(log), *A3_MEGA)
+    assert result.exit_code == 1
+    [case] = _failed(document, "integrity")
+    assert "out of bounds values: 3 FAILED" in case["message"]
+
+
+def test_oneccl_check_failure_fails(runner: CliRunner, tmp_path: Path) -> None:
+    log = FIXTURES / "oneccl" / "v2021.14_fail_check_max_np4.log"
+    result, document = _check(runner, tmp_path, str(log))
+    assert result.exit_code == 1
+    [case] = _failed(document, "integrity")
+    assert "expected 6, got 3" in case["message"]
+    assert "run failed" in case["message"]
+
+
+def test_expected_collective_and_size_absent(runner: CliRunner, tmp_path: Path) -> None:
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[expect]\ncollectives = ["all_gather"]\nsizes = ["16GiB"]\n')
+    result, document = _check(
+        runner, tmp_path, str(derive.HEALTHY), "--rules", str(rules), *A3_MEGA
+    )
+    assert result.exit_code == 1
+    names = [c["message"] for c in _failed(document, "expect")]
+    assert names[0].startswith("all_gather: absent from every input")
+    assert all("expected size(s) absent: 16 GiB" in n for n in names[1:])
+    assert len(names) == 3  # all_gather, then the two placements' series
+
+
+def _pairwise(tmp_path: Path, slow: str) -> list[str]:
+    """Derived: the 2-node log renamed to every pair of 5 hosts (10 runs). Runs that
+    include ``slow`` take 1.6x as long from 1 MiB up; the others get +-1.5 % jitter."""
+    hosts = [f"node0{i}" for i in range(1, 6)]
+    paths = []
+    for i, a in enumerate(hosts):
+        for b in hosts[i + 1 :]:
+            text = derive.rename_hosts(
+                derive.healthy(), dict(zip(derive.HOSTS, (a, b), strict=False))
+            )
+            jitter = derive.jitter(len(paths))
+            if slow in (a, b):
+                text = derive.scale(text, lambda s: 1.6 if s >= 2**20 else 1.0)
+            else:
+                text = derive.scale(text, jitter)
+            path = tmp_path / f"pair_{a}_{b}.log"
+            path.write_text(text)
+            paths.append(str(path))
+    return paths
+
+
+def test_pairwise_matrix_names_the_slow_host(runner: CliRunner, tmp_path: Path) -> None:
+    logs = _pairwise(tmp_path, "node03")
+    result, document = _check(runner, tmp_path, *logs, *A3_MEGA)
+    assert result.exit_code == 1
+    [case] = _failed(document, "slow-host")
+    assert case["name"] == "node03"
+    assert case["message"].startswith(
+        "node03 is slow with every partner: 4 of 4 runs slow"
+    )
+    ranked = document["hosts"]
+    assert ranked[0]["host"] == "node03"
+    assert ranked[0]["slow"] is True
+    assert [h["host"] for h in ranked if h["slow"]] == ["node03"]
+    assert ranked[0]["partners"] == ["node01", "node02", "node04", "node05"]
+    prom = (tmp_path / "out.prom").read_text()
+    assert 'ncclparse_host_slow{host="node03"} 1' in prom
+
+
+def _history(runner: CliRunner, tmp_path: Path, nights: int = 8) -> Path:
+    """Derived: ``nights`` healthy runs, each the real log with its own +-1.5 %
+    jitter per size, ingested on consecutive past dates with cluster=a."""
+    history = tmp_path / "history"
+    today = dt.datetime.now(dt.UTC).date()
+    for night in range(nights):
+        log = tmp_path / f"night{night}.log"
+        log.write_text(derive.scale(derive.healthy(), derive.jitter(night)))
+        date = (today - dt.timedelta(days=nights - night)).isoformat()
+        done = runner.invoke(
+            cli,
+            ["ingest", str(log), "--history", str(history), "--tag", "cluster=a",
+             "--tag", f"job={night}", "--date", date, "-q"],
+        )  # fmt: skip
+        assert done.exit_code == 0, done.output
+    return history
+
+
+def test_history_then_one_degraded_size(runner: CliRunner, tmp_path: Path) -> None:
+    history = _history(runner, tmp_path)
+    # Derived: tonight's log is night 9's jitter with the 1 GiB row 25 % slower
+    # (busbw -20 %): beyond the absolute rules' reach, well beyond history's noise.
+    tonight = tmp_path / "tonight.log"
+    factor = derive.jitter(9)
+    tonight.write_text(
+        derive.scale(derive.healthy(), lambda s: factor(s) * (1.25 if s == GIB else 1))
+    )
+    args = [str(tonight), "--history", str(history), "--tag", "cluster=a", *A3_MEGA]
+    result, document = _check(runner, tmp_path, *args)
+    assert result.exit_code == 1
+    failed = _failed(document, "history")
+    assert len(failed) == 2  # out-of-place and in-place
+    for case in failed:
+        assert [f["size_bytes"] for f in case["findings"]] == [GIB]
+        assert "at 1 of 31 sizes: 1 GiB (1073741824 B)" in case["message"]
+        assert case["hosts"] == list(derive.HOSTS)
+    assert not _failed(document, "bandwidth")
+
+
+def test_history_jitter_does_not_page(runner: CliRunner, tmp_path: Path) -> None:
+    history = _history(runner, tmp_path)
+    # Derived: tonight is another healthy night with 2 % jitter (wider than history).
+    tonight = tmp_path / "tonight.log"
+    tonight.write_text(derive.scale(derive.healthy(), derive.jitter(11, 0.02)))
+    args = [str(tonight), "--history", str(history), "--tag", "cluster=a", *A3_MEGA]
+    result, document = _check(runner, tmp_path, *args)
+    assert result.exit_code == 0, result.stdout
+    passed = [c for c in document["cases"] if c["rule"] == "history"]
+    assert [c["status"] for c in passed] == ["pass", "pass"]
+
+
+def test_history_of_other_tags_is_no_baseline(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    history = _history(runner, tmp_path, nights=5)
+    args = [str(derive.HEALTHY), "--history", str(history), "--tag", "cluster=b"]
+    result, document = _check(runner, tmp_path, *args, *A3_MEGA)
+    assert result.exit_code == 0
+    statuses = {c["status"] for c in document["cases"] if c["rule"] == "history"}
+    assert statuses == {"skip"}
+
+
+def test_ingest_twice_changes_nothing(runner: CliRunner, tmp_path: Path) -> None:
+    history = tmp_path / "h"
+    args = ["ingest", str(derive.HEALTHY), "--history", str(history), "-q"]
+    first = runner.invoke(cli, args)
+    files = sorted(history.rglob("*.parquet"))
+    second = runner.invoke(cli, args)
+    assert first.exit_code == second.exit_code == 0
+    assert (
+        first.stderr
+        == f"{history}: 1 added (62 rows), 0 already present, 0 without measurements\n"
+    )
+    assert (
+        second.stderr
+        == f"{history}: 0 added (0 rows), 1 already present, 0 without measurements\n"
+    )
+    assert sorted(history.rglob("*.parquet")) == files
+    assert len(files) == 1
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--rules", "nope.toml"], "cannot read rules"),
+        (["--tag", "cluster"], "'cluster' is not key=value"),
+        (["--profile", "no-such-gpu"], "no-such-gpu"),
+        (["--history", "no-such-dir"], "does not exist"),
+    ],
+)
+def test_usage_and_configuration_errors_exit_2(
+    runner: CliRunner, args: list[str], message: str
+) -> None:
+    result = runner.invoke(cli, ["check", str(derive.HEALTHY), *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.stderr
+
+
+def test_invalid_rules_file_exits_2(runner: CliRunner, tmp_path: Path) -> None:
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[[rule]]\nmetric = "speed"\nthreshold = 1\n')
+    result = runner.invoke(cli, ["check", str(derive.HEALTHY), "--rules", str(rules)])
+    assert result.exit_code == 2
+    assert "'metric' must be one of efficiency, busbw_gbps, time_us" in result.stderr
+
+
+def test_compare_cli_regression_exit_and_formats(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    # Derived candidate: every size from 256 MiB up takes 1.2x as long.
+    candidate = tmp_path / "candidate.log"
+    candidate.write_text(
+        derive.scale(derive.healthy(), lambda s: 1.2 if s >= 2**28 else 1.0)
+    )
+    baseline = tmp_path / "baseline.parquet"
+    assert (
+        runner.invoke(
+            cli, ["parse", str(derive.HEALTHY), "-o", str(baseline), "-q"]
+        ).exit_code
+        == 0
+    )
+    args = ["compare", str(baseline), str(candidate)]
+    text = runner.invoke(cli, args)
+    assert text.exit_code == 0
+    assert text.stdout.startswith("verdict: regression (threshold 5%")
+    assert runner.invoke(cli, [*args, "--fail-on-regression"]).exit_code == 3
+    html = tmp_path / "c.html"
+    assert runner.invoke(cli, [*args, "-o", str(html)]).exit_code == 0
+    assert 'Verdict: <span class="regression">regression</span>' in html.read_text()
+    document = json.loads(runner.invoke(cli, [*args, "--format", "json"]).stdout)
+    regressed = {
+        r["size_bytes"] for r in document["rows"] if r["verdict"] == "regression"
+    }
+    assert regressed == {2**k for k in range(28, 34)}
+
+
+def test_check_writes_the_html_report(runner: CliRunner, tmp_path: Path) -> None:
+    report = tmp_path / "report.html"
+    args = ["check", str(derive.HEALTHY), *A3_MEGA, "--report", str(report), "-q"]
+    result = runner.invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    assert report.read_text().lstrip().lower().startswith("<!doctype html>")

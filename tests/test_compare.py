@@ -1,0 +1,122 @@
+"""compare: per size deltas and verdicts on real and derived logs; renderings."""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+import ncclparse
+from ncclparse.compare import (
+    CompareRow,
+    Comparison,
+    compare,
+    format_for,
+    load_measurements,
+    render,
+)
+from tests import _derive as derive
+
+GIB = 2**30
+
+
+def _table(text: str):  # type: ignore[no-untyped-def]
+    return ncclparse.parse(io.StringIO(text), name="x.log").measurements
+
+
+def test_same_log_is_same() -> None:
+    table = _table(derive.healthy())
+    found = compare(table, table)
+    assert found.verdict == "same"
+    assert found.geomean_change == 0.0
+    assert len(found.rows) == 62
+    assert not found.only_baseline
+
+
+def test_one_slower_size_is_a_regression() -> None:
+    # Derived: the 1 GiB row 25 % slower, i.e. busbw -20 %.
+    slower = derive.scale(derive.healthy(), lambda s: 1.25 if s == GIB else 1.0)
+    found = compare(_table(derive.healthy()), _table(slower))
+    assert found.verdict == "regression"
+    bad = [r for r in found.rows if r.verdict == "regression"]
+    assert [(r.size_bytes, round(r.change, 3)) for r in bad] == [
+        (GIB, -0.2), (GIB, -0.2)
+    ]  # fmt: skip
+
+
+def test_faster_is_improvement_and_threshold_applies() -> None:
+    faster = derive.scale(derive.healthy(), lambda s: 0.97)
+    base, cand = _table(derive.healthy()), _table(faster)
+    assert compare(base, cand).verdict == "same"  # +3 % is within 5 %
+    assert compare(base, cand, threshold=0.01).verdict == "improvement"
+
+
+def test_sizes_only_on_one_side_are_listed() -> None:
+    cut = derive.cut(derive.healthy(), 2**30)
+    found = compare(_table(derive.healthy()), _table(cut))
+    assert "all_reduce float32 sum in-place 16 ranks on 2 nodes 8 GiB" in (
+        found.only_baseline
+    )
+    assert found.only_candidate == ()
+
+
+def test_nothing_in_common_is_incomparable() -> None:
+    other = ncclparse.parse_many(
+        [
+            derive.FIXTURES
+            / "nccl"
+            / "superbench-testdata_alltoall_a100_8gpu_c0_blank_redop_complete.log"
+        ]
+    ).measurements
+    found = compare(_table(derive.healthy()), other)
+    assert found.verdict == "incomparable"
+    assert found.geomean_change is None
+
+
+def test_renderings() -> None:
+    found = compare(_table(derive.healthy()), _table(derive.healthy()))
+    assert render(found, "text").splitlines()[1] == (
+        "all_reduce float32 sum in-place 16 ranks on 2 nodes  8 B  124 µs  124 µs  "
+        "+0.0%  same"
+    )
+    markdown = render(found, "markdown").splitlines()
+    assert (
+        markdown[2]
+        == "| series | size | baseline | candidate | busbw change | verdict |"
+    )
+    document = json.loads(render(found, "json"))
+    assert set(document) == {"format", "version", "rows", "only_baseline",
+                             "only_candidate", "threshold", "verdict",
+                             "geomean_change"}  # fmt: skip
+    with pytest.raises(ValueError, match="unknown format"):
+        render(found, "pdf")
+
+
+def test_html_escapes_names_from_logs() -> None:
+    row = CompareRow("<script>alert(1)</script>", 8, 1.0, 2.0, -0.5, "regression")
+    html = render(Comparison((row,), ("a&b",), (), 0.05, "regression", -0.5), "html")
+    assert "<script>alert" not in html
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
+    assert "a&amp;b" in html
+
+
+def test_format_by_extension() -> None:
+    assert format_for(Path("x.html")) == "html"
+    assert format_for(Path("x.md")) == "markdown"
+    assert format_for(None) == "text"
+    assert format_for(Path("x.html"), "json") == "json"
+
+
+def test_load_measurements_from_logs_tables_and_history(tmp_path: Path) -> None:
+    from ncclparse import history
+    from ncclparse.storage import write_table
+
+    assert load_measurements(str(derive.HEALTHY)).num_rows == 62
+    write_table(load_measurements(str(derive.HEALTHY)), tmp_path / "m.parquet")
+    assert load_measurements(str(tmp_path / "m.parquet")).num_rows == 62
+    history.ingest(ncclparse.parse_many([derive.HEALTHY]), tmp_path / "h")
+    assert load_measurements(str(tmp_path / "h")).num_rows == 62
+    with pytest.raises(ncclparse.InputError, match="no such file"):
+        load_measurements(str(tmp_path / "missing.log"))

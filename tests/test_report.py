@@ -1,0 +1,325 @@
+"""The report: structure, verdicts, escaping, determinism, Markdown, the CLI command."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from html.parser import HTMLParser
+from pathlib import Path
+
+import jinja2
+import pytest
+from click.testing import CliRunner
+
+import ncclparse
+from ncclparse import cli as cli_module
+from ncclparse.cli import cli
+from ncclparse.report import build_context, render_markdown, render_report
+
+from .conftest import FIXTURES
+
+ROOT = Path(__file__).parent.parent
+H100 = ROOT / "examples/all_reduce_16rank_2node_h100.log"
+FAILED = ROOT / "examples/all_reduce_failed_midrun.log"
+INJECTED = "<script>alert(1)</script>"
+ALPHA, BETA = "\u03b1", "\u03b2"  # as the report prints them
+
+
+class Page(HTMLParser):
+    """What the structure tests look at: sections, figures, tables, text."""
+
+    def __init__(self, html: str) -> None:
+        super().__init__(convert_charrefs=True)
+        self.stack: list[tuple[str, dict[str, str | None]]] = []
+        self.sections: list[str] = []
+        self.svgs_per_figure: list[int] = []
+        self.rows: dict[str, int] = {}
+        self.tags: list[str] = []
+        self.urls: list[str] = []
+        self.text: list[str] = []
+        self._table: str | None = None
+        self.feed(html)
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        found = dict(attrs)
+        self.tags.append(tag)
+        if tag == "section":
+            self.sections.append(found.get("id") or "")
+        elif tag == "figure":
+            self.svgs_per_figure.append(0)
+        elif tag == "svg" and any(t == "figure" for t, _ in self.stack):
+            self.svgs_per_figure[-1] += 1
+        elif tag == "table":
+            self._table = found.get("class") or ""
+        elif tag == "tr" and self._table and any(t == "tbody" for t, _ in self.stack):
+            self.rows[self._table] = self.rows.get(self._table, 0) + 1
+        for key in ("src", "href", "action"):
+            if found.get(key):
+                self.urls.append(str(found[key]))
+        if tag not in {"meta", "br", "path", "use", "rect", "stop"}:
+            self.stack.append((tag, found))
+
+    def handle_endtag(self, tag: str) -> None:
+        while self.stack:
+            if self.stack.pop()[0] == tag:
+                break
+
+    def handle_data(self, data: str) -> None:
+        if data.strip():
+            self.text.append(" ".join(data.split()))
+
+    @property
+    def all_text(self) -> str:
+        return " ".join(self.text)
+
+
+@pytest.fixture(scope="module")
+def h100_html() -> str:
+    context = build_context(ncclparse.parse_many([H100]), command_line="ncclparse x")
+    return render_report(context)
+
+
+def test_single_log_structure(h100_html: str) -> None:
+    page = Page(h100_html)
+    assert page.sections == ["verdicts", "run1"]
+    # Four charts, one SVG each: busbw, time, efficiency, gap attribution.
+    assert page.svgs_per_figure == [1, 1, 1, 1]
+    assert page.rows == {"verdicts": 1, "sizes": 62, "kv": 11}
+    assert "script" not in page.tags
+    # Only in-page links: nothing to fetch.
+    assert all(url.startswith("#") for url in page.urls)
+
+
+def test_single_log_verdict_and_key_numbers(h100_html: str) -> None:
+    text = Page(h100_html).all_text
+    headline = "below ideal: 70.3 % of the ideal at 8 GiB (338.8 GB/s of 482.1 GB/s)"
+    assert "! CHECK all_reduce_16rank_2node_h100.log (run 1)" in text
+    assert text.count(headline) == 2  # verdict table and the run's section
+    for figure in (
+        "busbw at 8 GiB 338.8 GB/s",
+        "ideal 482.1 GB/s",
+        "efficiency at 8 GiB 70.3 %",
+        f"latency {ALPHA} 140 µs",
+        f"bandwidth {BETA} 152.8 GB/s",
+        f"crossover n* = {ALPHA}{BETA} 20.4 MiB",
+        "fit (median error) useful (13.8 %)",
+    ):
+        assert figure in text
+    assert "hosts ztan-mig-235z (8 ranks), ztan-mig-gq73 (8 ranks)" in text
+    assert "avg bus bandwidth (footer) 70.742 GB/s" in text
+    # First size row: 8 B out-of-place as printed on line 32 of the log.
+    assert (
+        "8 B out-of-place 136 µs 0 GB/s 0.00011 GB/s 482.1 GB/s <0.1 % latency-bound"
+        in text
+    )
+
+
+def test_footer_names_versions_profile_sources_and_command(h100_html: str) -> None:
+    text = Page(h100_html).all_text
+    assert f"ncclparse {ncclparse.__version__}, result schema 1." in text
+    assert "Hardware profile: h100 (DGX/HGX H100 8-GPU" in text
+    assert "intra_gbps : NVIDIA H100 SXM5 datasheet" in text
+    assert "Command line: ncclparse x" in text
+
+
+def test_page_is_self_contained_and_small(h100_html: str) -> None:
+    assert "default-src 'none'" in h100_html  # the browser refuses any request
+    assert "<script" not in h100_html
+    assert "<link" not in h100_html
+    assert len(h100_html.encode()) < 160_000
+
+
+def test_failed_run_lists_every_error_with_source_and_line() -> None:
+    context = build_context(ncclparse.parse_many([FAILED]))
+    (run,) = context.runs
+    assert run.verdict.label == "FAIL"
+    assert run.verdict.headline.startswith(
+        "the run failed: line 7: HCA-128: Test NCCL failure common.cu:1204"
+    )
+    assert run.verdict.headline.endswith("(and 8 more errors)")
+    assert [(m.level, m.line) for m in context.messages] == [
+        *(("error", n) for n in range(7, 16)),
+        ("warning", 2),
+        ("warning", 2),
+    ]
+    page = Page(render_report(context))
+    assert page.sections == ["verdicts", "run1", "messages"]
+    assert page.rows["messages"] == 11
+    assert "error 15 HCA-22: Test NCCL failure common.c" in page.all_text
+
+
+def test_several_inputs_get_an_overlay_and_a_comparison() -> None:
+    logs = [
+        H100,
+        ROOT / "examples/alltoall_8gpu_a100.log",
+        FIXTURES / "imb/imb_allreduce_np2.log",
+        ROOT / "README.md",  # not a log: listed, not fatal
+    ]
+    context = build_context(ncclparse.parse_many(logs))
+    assert [r.verdict.label for r in context.runs] == ["CHECK", "CHECK", "NOTE"]
+    assert context.runs[1].verdict.headline == (
+        "below ideal: 74.8 % of the ideal at 8 GiB (224.3 GB/s of 300.0 GB/s)"
+    )
+    assert [f.source for f in context.failures] == [str(ROOT / "README.md")]
+    page = Page(render_report(context))
+    assert page.sections == [
+        "verdicts",
+        "run1",
+        "run2",
+        "run3",
+        "comparison",
+        "messages",
+    ]
+    assert page.rows["comparison"] == 3
+    # 4 + 4 charts, IMB without a profile: busbw and time, then the overlay.
+    assert page.svgs_per_figure == [1] * (4 + 4 + 2 + 1)
+    assert "Inputs that could not be read" in page.all_text
+
+
+def test_healthy_run_is_ok() -> None:
+    log = (
+        FIXTURES
+        / "nccl/superbench-testdata_reduce_a100_8gpu_c0_redop_root_cols_complete.log"
+    )
+    (run,) = build_context(ncclparse.parse_many([log])).runs
+    assert (run.verdict.level, run.verdict.label, run.verdict.symbol) == (
+        "ok",
+        "OK",
+        "✓",
+    )
+    assert run.verdict.headline == (
+        "healthy: 76.1 % of the ideal at 8 GiB (228.4 GB/s of 300.0 GB/s)"
+    )
+
+
+def test_thresholds_and_profile_options_change_the_verdict() -> None:
+    result = ncclparse.parse_many([H100])
+    (run,) = build_context(result, good=0.7).runs
+    assert run.verdict.label == "OK"
+    (run,) = build_context(result, profile="h100", intra_bw="300GB/s").runs
+    assert run.verdict.label == "NOTE"
+    assert run.verdict.headline == (
+        "above the ideal: 105.4 % of the ideal at 8 GiB (338.8 GB/s of 321.4 GB/s); "
+        "in-network reduction (NVLS/SHARP) or a hardware profile that is too low"
+    )
+
+
+def test_text_from_logs_is_escaped() -> None:
+    log = H100.read_text().replace("ztan-mig-gq73", INJECTED)
+    name = '<img src=x onerror="alert(2)">.log'
+    html = render_report(build_context(ncclparse.parse_many([(log, name)])))
+    page = Page(html)
+    assert "script" not in page.tags
+    assert "img" not in page.tags
+    assert "&lt;script&gt;alert(1)&lt;/script&gt; (8 ranks)" in html
+    assert "&lt;img src=x onerror=&#34;alert(2)&#34;&gt;.log (run 1)" in html
+    assert f"hosts ztan-mig-235z (8 ranks), {INJECTED} (8 ranks)" in page.all_text
+
+
+def test_same_input_same_bytes_across_processes(tmp_path: Path) -> None:
+    outputs = []
+    command = [sys.executable, "-m", "ncclparse", "report", "-q", str(H100)]
+    for name in ("a", "b"):
+        (tmp_path / name).mkdir()
+        subprocess.run([*command, "-o", "r.html"], cwd=tmp_path / name, check=True)
+        outputs.append((tmp_path / name / "r.html").read_bytes())
+    assert outputs[0] == outputs[1]
+    assert f"python -m ncclparse report -q {H100} -o r.html".encode() in outputs[0]
+
+
+def test_markdown_summary() -> None:
+    context = build_context(ncclparse.parse_many([H100, FAILED]))
+    md = render_markdown(context)
+    lines = md.splitlines()
+    assert lines[0] == "# ncclparse report: 2 inputs"
+    assert (
+        "| ! CHECK | examples/all\\_reduce\\_16rank\\_2node\\_h100.log (run 1) | "
+        "all\\_reduce | 16 | 2 | NVIDIA H100 80GB HBM3 | below ideal: 70.3 % of the "
+        "ideal at 8 GiB (338.8 GB/s of 482.1 GB/s) |"
+    ).replace("examples/", f"{ROOT}/examples/".replace("_", "\\_")) in lines
+    assert (
+        "**all\\_reduce · float32 · sum · 16 ranks**: 338.8 GB/s busbw at 8 GiB, ideal "
+        f"482.1 GB/s, efficiency 70.3 %; peak 338.8 GB/s; {ALPHA} 140 µs, {BETA} "
+        "152.8 GB/s, "
+        "crossover n\\* 20.4 MiB."
+    ) in lines
+    assert (
+        "| 32 MiB | out-of-place | 59.4 GB/s | 482.1 GB/s | 12.3 % | unexplained |"
+        in lines
+    )
+    assert (
+        "9 errors and 2 warnings; the HTML report lists each with its source and line."
+        in lines
+    )
+    assert "<" not in md.replace("\\<", "")
+
+
+def test_markdown_escapes_log_text() -> None:
+    log = H100.read_text().replace("ztan-mig-gq73", INJECTED)
+    md = render_markdown(build_context(ncclparse.parse_many([(log, "a|b_<x>.log")])))
+    assert "a\\|b\\_\\<x\\>.log (run 1)" in md
+
+
+def test_strict_undefined_catches_a_misspelt_variable(tmp_path: Path) -> None:
+    (tmp_path / "report.html").write_text("{{ report.titel }}")
+    context = build_context(ncclparse.parse_many([FAILED]))
+    with pytest.raises(jinja2.UndefinedError, match="titel"):
+        render_report(context, template_dir=tmp_path)
+
+
+def test_template_dir_overrides_one_template_and_keeps_the_rest(tmp_path: Path) -> None:
+    (tmp_path / "_macros.html").write_text(
+        (ROOT / "templates/_macros.html")
+        .read_text()
+        .replace("<h4>{{ item.title }}</h4>", "<h4>SITE {{ item.title }}</h4>")
+    )
+    context = build_context(ncclparse.parse_many([H100]))
+    assert "<h4>SITE Bus bandwidth</h4>" in render_report(
+        context, template_dir=tmp_path
+    )
+
+
+# --- the `ncclparse report` command ------------------------------------------------
+
+
+def test_cli_writes_html_to_stdout_when_piped(runner: CliRunner) -> None:
+    done = runner.invoke(cli, ["report", str(H100)])
+    assert done.exit_code == 0
+    assert done.stdout.startswith("<!DOCTYPE html>")
+    assert done.stderr == (
+        f"{H100}: nccl-tests, 1 run (1 complete), 62 rows, 0 warnings\n"
+    )
+
+
+def test_cli_on_a_terminal_writes_a_file_and_prints_its_path(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(cli_module, "_stdout_is_terminal", lambda: True)
+    monkeypatch.chdir(tmp_path)
+    done = runner.invoke(cli, ["report", "-q", "--format", "md", str(H100)])
+    assert done.exit_code == 0
+    assert done.stdout == "ncclparse-report.md\n"
+    assert (tmp_path / "ncclparse-report.md").read_text().startswith("# ncclparse")
+
+
+def test_cli_output_hardware_options_and_bad_input(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    out = tmp_path / "r.html"
+    done = runner.invoke(
+        cli,
+        ["report", "-q", str(H100), "nope.log", "-o", str(out), "--profile", "h100"],
+    )
+    assert done.exit_code == 1  # the missing input is an error; the report is written
+    assert done.stdout == ""
+    assert "nope.log" in done.stderr
+    page = Page(out.read_text(encoding="utf-8"))
+    assert "Inputs that could not be read" in page.all_text
+    assert "no profile given" not in page.all_text  # --profile made no assumption
+
+
+def test_cli_report_help_names_every_option(runner: CliRunner) -> None:
+    done = runner.invoke(cli, ["report", "--help"])
+    assert done.exit_code == 0
+    for option in ("--output", "--format", "--template-dir", "--profile", "--nodes"):
+        assert option in done.stdout

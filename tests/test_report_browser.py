@@ -1,0 +1,275 @@
+"""Open real reports in headless Chromium: no console error, no network, plots drawn.
+
+Chromium is driven over the DevTools protocol on ``--remote-debugging-pipe`` (file
+descriptors 3 and 4, NUL-separated JSON), so the test needs no Python dependency. It
+skips when Debian's ``chromium`` is not installed (CI installs it). Screenshots (screen
+and print media) go to ``tmp_path`` and, if ``NCCLPARSE_ARTIFACTS`` is set, are copied
+there as test artifacts.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import fcntl
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from ncclparse import parse_many
+from ncclparse.report import build_context, render_report
+
+from .conftest import FIXTURES
+
+ROOT = Path(__file__).parent.parent
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+pytestmark = pytest.mark.skipif(
+    CHROMIUM is None,
+    reason="Debian's chromium is not installed (apt-get install -y chromium)",
+)
+_FLAGS = (
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--no-first-run",
+    "--hide-scrollbars",
+    "--remote-debugging-pipe",
+)
+_TIMEOUT_S = 60.0
+INJECTED_HOST = "<script>alert(1)</script>"
+
+
+class DevTools:
+    """The smallest DevTools-protocol client: send a command, wait for its reply.
+
+    Events that arrive meanwhile are kept in :attr:`events` in arrival order.
+    """
+
+    def __init__(self, process: subprocess.Popen[bytes], write_fd: int, read_fd: int):
+        self.process = process
+        self._write, self._read = write_fd, read_fd
+        self._buffer = b""
+        self._next_id = 0
+        self.events: list[dict[str, Any]] = []
+
+    def send(
+        self, method: str, params: dict[str, Any] | None = None, session: str = ""
+    ) -> dict[str, Any]:
+        self._next_id += 1
+        message: dict[str, Any] = {"id": self._next_id, "method": method}
+        message["params"] = params or {}
+        if session:
+            message["sessionId"] = session
+        os.write(self._write, json.dumps(message).encode() + b"\0")
+        while True:
+            reply = self._receive()
+            if reply.get("id") == self._next_id:
+                if "error" in reply:
+                    raise RuntimeError(f"{method}: {reply['error']}")
+                return dict(reply.get("result", {}))
+            self.events.append(reply)
+
+    def wait_for(self, method: str) -> dict[str, Any]:
+        for event in self.events:
+            if event.get("method") == method:
+                return event
+        while True:
+            event = self._receive()
+            self.events.append(event)
+            if event.get("method") == method:
+                return event
+
+    def _receive(self) -> dict[str, Any]:
+        deadline = time.monotonic() + _TIMEOUT_S
+        while b"\0" not in self._buffer:
+            if time.monotonic() > deadline:
+                raise TimeoutError("no reply from chromium")
+            chunk = os.read(self._read, 1 << 16)
+            if not chunk:
+                raise RuntimeError("chromium closed the DevTools pipe")
+            self._buffer += chunk
+        message, self._buffer = self._buffer.split(b"\0", 1)
+        return dict(json.loads(message))
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevTools]:
+    assert CHROMIUM is not None
+    profile = tmp_path_factory.mktemp("chromium-profile")
+    to_chrome_r, to_chrome_w = os.pipe()
+    from_chrome_r, from_chrome_w = os.pipe()
+    # Chromium expects its end of the pipe on fds 3 (commands) and 4 (replies); keep
+    # the originals above 10 so that dup2 cannot clobber one with the other.
+    high_r = fcntl.fcntl(to_chrome_r, fcntl.F_DUPFD, 10)
+    high_w = fcntl.fcntl(from_chrome_w, fcntl.F_DUPFD, 10)
+
+    def wire_fds() -> None:
+        os.dup2(high_r, 3)
+        os.dup2(high_w, 4)
+
+    process = subprocess.Popen(
+        [CHROMIUM, *_FLAGS, f"--user-data-dir={profile}", "about:blank"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        preexec_fn=wire_fds,  # the test process runs no threads of its own
+        pass_fds=(3, 4),
+    )
+    for fd in (to_chrome_r, from_chrome_w, high_r, high_w):
+        os.close(fd)
+    client = DevTools(process, to_chrome_w, from_chrome_r)
+    try:
+        yield client
+    finally:
+        with contextlib.suppress(RuntimeError, OSError, TimeoutError):
+            client.send("Browser.close")
+        try:
+            process.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+        os.close(to_chrome_w)
+        os.close(from_chrome_r)
+
+
+def _open(browser: DevTools, page: Path, artifacts: Path) -> dict[str, Any]:
+    """Load ``page`` in a fresh tab; return what the page did and how it looks."""
+    target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
+    session = browser.send(
+        "Target.attachToTarget", {"targetId": target, "flatten": True}
+    )["sessionId"]
+    browser.events.clear()
+    for domain in ("Page", "Runtime", "Log", "Network"):
+        browser.send(f"{domain}.enable", session=session)
+    browser.send(
+        "Emulation.setDeviceMetricsOverride",
+        {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False},
+        session=session,
+    )
+    browser.send("Page.navigate", {"url": page.as_uri()}, session=session)
+    browser.wait_for("Page.loadEventFired")
+    measured = browser.send(
+        "Runtime.evaluate",
+        {
+            "expression": """JSON.stringify({
+                svgs: [...document.querySelectorAll('figure svg')].map(s => {
+                    const r = s.getBoundingClientRect(); return [r.width, r.height]; }),
+                scripts: document.scripts.length,
+                text: document.body.innerText,
+                width: document.documentElement.scrollWidth,
+            })""",
+            "returnByValue": True,
+        },
+        session=session,
+    )
+    facts = json.loads(measured["result"]["value"])
+    shots = {}
+    for media in ("screen", "print"):
+        browser.send("Emulation.setEmulatedMedia", {"media": media}, session=session)
+        shot = browser.send(
+            "Page.captureScreenshot",
+            {"format": "png", "captureBeyondViewport": True},
+            session=session,
+        )
+        path = artifacts / f"{page.stem}-{media}.png"
+        path.write_bytes(base64.b64decode(shot["data"]))
+        shots[media] = path
+    browser.send("Target.closeTarget", {"targetId": target})
+    facts["events"] = list(browser.events)
+    facts["screenshots"] = shots
+    _publish(shots.values())
+    return facts
+
+
+def _publish(paths: Any) -> None:
+    target = os.environ.get("NCCLPARSE_ARTIFACTS")
+    if target:
+        Path(target).mkdir(parents=True, exist_ok=True)
+        for path in paths:
+            shutil.copy2(path, Path(target) / path.name)
+
+
+def _problems(events: list[dict[str, Any]], page: Path) -> list[str]:
+    """Console errors, exceptions, dialogs and any request but the page itself."""
+    found = []
+    for event in events:
+        method, params = event.get("method"), event.get("params", {})
+        if method == "Runtime.consoleAPICalled" and params["type"] in {
+            "error",
+            "assert",
+        }:
+            found.append(f"console.{params['type']}: {params['args']}")
+        elif method == "Runtime.exceptionThrown":
+            found.append(f"exception: {params['exceptionDetails']}")
+        elif method == "Log.entryAdded" and params["entry"]["level"] == "error":
+            found.append(f"log: {params['entry']['text']}")
+        elif method == "Page.javascriptDialogOpening":
+            found.append(f"dialog: {params['message']}")
+        elif method == "Network.requestWillBeSent":
+            url = params["request"]["url"]
+            if url != page.as_uri() and not url.startswith("data:"):
+                found.append(f"request: {url}")
+    return found
+
+
+def _report(tmp_path: Path, name: str, logs: list[Path | tuple[str, str]]) -> Path:
+    context = build_context(parse_many(logs), command_line=f"ncclparse report {name}")
+    page = tmp_path / f"{name}.html"
+    page.write_text(render_report(context), encoding="utf-8")
+    return page
+
+
+@pytest.mark.parametrize(
+    ("name", "logs", "charts"),
+    [
+        ("single", [ROOT / "examples/all_reduce_16rank_2node_h100.log"], 4),
+        (
+            "several",
+            [
+                ROOT / "examples/alltoall_8gpu_a100.log",
+                ROOT / "examples/all_reduce_failed_midrun.log",
+                FIXTURES / "oneccl/v2021.14_allreduce_f32_np4.log",
+                FIXTURES / "imb/imb_allreduce_np2.log",
+            ],
+            # alltoall 4 charts; failed run: no nranks, so time only (1); oneCCL and
+            # IMB without a profile: bandwidth and time (2 each); overlay 1.
+            4 + 1 + 2 + 2 + 1,
+        ),
+    ],
+)
+def test_report_renders_cleanly_offline(
+    browser: DevTools, tmp_path: Path, name: str, logs: list[Path], charts: int
+) -> None:
+    page = _report(tmp_path, name, logs)
+    facts = _open(browser, page, tmp_path)
+    assert _problems(facts["events"], page) == []
+    assert len(facts["svgs"]) == charts
+    for width, height in facts["svgs"]:
+        assert width > 300
+        assert height > 100
+    assert facts["scripts"] == 0
+    # No horizontal page scroll at laptop width: wide tables scroll in their own box.
+    assert facts["width"] <= 1280
+    for path in facts["screenshots"].values():
+        assert path.stat().st_size > 10_000
+
+
+def test_injected_host_name_stays_inert(browser: DevTools, tmp_path: Path) -> None:
+    text = (ROOT / "examples/all_reduce_16rank_2node_h100.log").read_text()
+    log = text.replace("ztan-mig-gq73", INJECTED_HOST)
+    page = _report(tmp_path, "injection", [(log, "<img src=x onerror=alert(2)>.log")])
+    facts = _open(browser, page, tmp_path)
+    assert _problems(facts["events"], page) == []
+    assert facts["scripts"] == 0
+    assert f"{INJECTED_HOST} (8 ranks)" in facts["text"]
+    assert "<img src=x onerror=alert(2)>.log (run 1)" in facts["text"]

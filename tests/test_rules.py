@@ -1,0 +1,127 @@
+"""Rules: defaults, the TOML file, and the errors a bad file gives."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ncclparse.rules import (
+    DEFAULT_RULES,
+    HistoryPolicy,
+    Rule,
+    RulesError,
+    load_rules,
+    rules_from_mapping,
+)
+
+EXAMPLE = """
+[[rule]]
+name = "allreduce-bw"
+collective = "all_reduce"
+regime = "bandwidth-bound"
+size_min = "256MiB"
+size_max = "8GiB"
+metric = "efficiency"
+threshold = 0.6
+tolerance = 0.05
+
+[[rule]]
+name = "small-latency"
+metric = "time_us"
+threshold = 50
+size_max = 65536
+
+[expect]
+collectives = ["all_reduce"]
+sizes = ["8B", "8GiB"]
+
+[history]
+window = 10
+min_drop = 0.08
+
+[blame]
+min_deficit = 0.2
+"""
+
+
+def test_defaults_judge_bandwidth_and_latency() -> None:
+    bandwidth, latency = DEFAULT_RULES.rules
+    assert bandwidth.describe() == (
+        "any collective, bandwidth-bound, sizes 268435456..max B: efficiency >= 0.3"
+    )
+    assert latency.describe() == (
+        "any collective, latency-bound, sizes 0..1048576 B: time_us <= 1000"
+    )
+    assert DEFAULT_RULES.history == HistoryPolicy()
+
+
+def test_load_example_file(tmp_path: Path) -> None:
+    path = tmp_path / "rules.toml"
+    path.write_text(EXAMPLE)
+    rules = load_rules(path)
+    assert rules.rules[0] == Rule(
+        "allreduce-bw", "efficiency", 0.6, "all_reduce", "bandwidth-bound",
+        256 * 2**20, 8 * 2**30, 0.05,
+    )  # fmt: skip
+    assert rules.rules[0].limit == pytest.approx(0.57)
+    assert rules.rules[1].is_ceiling
+    assert rules.rules[1].limit == 50
+    assert rules.expect.sizes == (8, 8 * 2**30)
+    assert (rules.history.window, rules.history.min_drop) == (10, 0.08)
+    assert rules.history.min_runs == 5  # unspecified keys keep their defaults
+    assert rules.blame.min_deficit == 0.2
+
+
+def test_sections_not_given_keep_defaults() -> None:
+    rules = rules_from_mapping({"history": {"min_runs": 3}})
+    assert rules.rules == DEFAULT_RULES.rules
+    assert rules.history.min_runs == 3
+
+
+def test_empty_rule_array_replaces_defaults() -> None:
+    assert rules_from_mapping({"rule": []}).rules == ()
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"rules": []}, "top level: unknown key(s) rules"),
+        ({"rule": [{"metric": "speed", "threshold": 1}]}, "'metric' must be one of"),
+        ({"rule": [{"metric": "time_us"}]}, "threshold: expected a number, got None"),
+        ({"rule": [{"metric": "time_us", "threshold": True}]}, "expected a number"),
+        ({"rule": [{"metric": "time_us", "threshold": -1}]}, "finite number >= 0"),
+        ({"rule": [{"metric": "time_us", "threshold": 1, "tolerance": 1.5}]},
+         "tolerance is a fraction below 1"),
+        ({"rule": [{"metric": "efficiency", "threshold": 1, "regime": "fast"}]},
+         "'regime' must be one of"),
+        ({"rule": [{"metric": "efficiency", "threshold": 1, "collective": "allreduce"}]},
+         "unknown collective 'allreduce'"),
+        ({"rule": [{"metric": "efficiency", "threshold": 1, "size_min": "8GiB",
+                    "size_max": "1MiB"}]}, "size_min is above size_max"),
+        ({"rule": [{"metric": "efficiency", "threshold": 1, "size_min": "8Gbps"}]},
+         "is a bandwidth, not a size"),
+        ({"rule": [{"name": "a", "metric": "time_us", "threshold": 1}] * 2},
+         "rule names must be unique"),
+        ({"history": {"window": 2.5}}, "[history] window: must be a whole number"),
+        ({"history": {"windows": 2}}, "[history]: unknown key(s) windows"),
+        ({"expect": {"collectives": "all_reduce"}}, "'collectives' must be an array"),
+    ],
+)  # fmt: skip
+def test_invalid_rules_name_the_problem(data: dict, message: str) -> None:
+    with pytest.raises(RulesError) as info:
+        rules_from_mapping(data)
+    assert message in str(info.value)
+
+
+def test_unreadable_and_invalid_toml_files(tmp_path: Path) -> None:
+    with pytest.raises(RulesError, match=r"missing\.toml: cannot read rules"):
+        load_rules(tmp_path / "missing.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[[rule]\n")
+    with pytest.raises(RulesError, match=r"bad\.toml: not valid TOML"):
+        load_rules(bad)
+    wrong = tmp_path / "wrong.toml"
+    wrong.write_text("[blame]\nslow_score = 'low'\n")
+    with pytest.raises(RulesError, match=r"wrong\.toml: \[blame\] slow_score"):
+        load_rules(wrong)
