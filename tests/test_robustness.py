@@ -40,7 +40,7 @@ _COMMON = {
     ],
     "print_blob": True,
 }
-settings.register_profile("ci", max_examples=150, **_COMMON)
+settings.register_profile("ci", max_examples=400, **_COMMON)
 settings.register_profile("long", max_examples=5000, **_COMMON)
 settings.register_profile("quick", max_examples=20, **_COMMON)
 PROFILE = os.environ.get("HYPOTHESIS_PROFILE", "ci")
@@ -388,7 +388,7 @@ def test_mutated_corpus(data: bytes) -> None:
     parse_checked(data)
 
 
-@settings(max_examples=3000 if LONG else 300)
+@settings(max_examples=10_000 if LONG else 1000)
 @given(seed_names, st.floats(0, 1))
 def test_cut_at_any_byte(name: str, where: float) -> None:
     data = SEED_BYTES[name]
@@ -421,7 +421,11 @@ def check_cut(name: str, data: bytes, offset: int) -> None:
     got = rows_of(part)
     # A partial last line may give rows (JSON objects that ended before the cut),
     # but only rows the whole log has too.
-    assert [r for r in got if r[0] <= complete] == expected, offset
+    upto = [r for r in got if r[0] <= complete]
+    if data.lstrip()[:1] in (b"{", b"["):  # a row cites the first line of its object:
+        assert upto == expected[: len(upto)], offset  # the cut one may be missing
+    else:
+        assert upto == expected, offset
     assert set(got) <= set(rows_of(whole)), offset
     # A run is complete only once its footer survived the cut: then it has all its
     # rows and the footer's own values, not a cut-off copy of them.
@@ -434,7 +438,9 @@ def check_cut(name: str, data: bytes, offset: int) -> None:
         assert any(
             w["status"] == "complete"
             and w["first_line"] <= run["last_line"] <= w["last_line"]
-            and w["rows"] == run["rows"]
+            # oneCCL CSV and 2021.1-2021.2 text print no footer: complete at any
+            # line boundary (their parsers' documented rule)
+            and (w["rows"] == run["rows"] or run["tool"] not in NCCL_TOOLS)
             and same(w["avg_busbw_gbps"], run["avg_busbw_gbps"])
             for w in wruns
         ), (offset, run)
@@ -466,14 +472,27 @@ import resource, sys, time
 import ncclparse
 from ncclparse.errors import NcclParseError
 path, = sys.argv[1:]
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+def kib(key):  # peak (VmHWM) or current (VmRSS) resident set, KiB
+    with open("/proc/self/status") as status:
+        return next(int(l.split()[1]) for l in status if l.startswith(key))
+
+try:  # reset the peak to now, after the imports
+    with open("/proc/self/clear_refs", "w") as refs:
+        refs.write("5")
+    base = kib("VmRSS:")
+except OSError:
+    base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 start = time.monotonic()
 try:
     result = ncclparse.parse(path, name="huge")
     outcome = f"rows={result.measurements.num_rows}"
 except NcclParseError as exc:
     outcome = "error=" + type(exc).__name__
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+try:
+    peak = kib("VmHWM:")
+except OSError:
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 print(outcome, base, peak, time.monotonic() - start)
 """
 HUGE_SHAPES = {
@@ -515,7 +534,7 @@ def test_one_huge_line_without_newline(shape: str, tmp_path: Path) -> None:
     assert float(seconds) < 2 + HUGE_MB * 0.5, (outcome, seconds)
 
 
-MEMORY_FACTOR = 12  # see docs/robustness.md
+MEMORY_FACTOR = 6  # see docs/robustness.md
 
 
 def test_many_lines_stream_in_bounded_time() -> None:
@@ -588,3 +607,64 @@ def test_no_hang(text: str) -> None:
     start = time.monotonic()
     parse_checked(text.encode())
     assert time.monotonic() - start < 3
+
+
+def test_cut_footer_is_not_read() -> None:
+    """`# Avg bus bandwidth : 84.8558` cut to `: 8` gave status complete, avg 8.0."""
+    text = HEADER + ROW + "# Out of bounds values : 0 OK\n# Avg bus bandwidth    : 8"
+    result = parse_checked(text.encode())
+    assert result is not None
+    (run,) = result.runs.to_pylist()
+    assert run["status"] == "truncated"
+    assert run["avg_busbw_gbps"] is None
+
+
+def test_cut_line_in_a_stream_without_run_is_named() -> None:
+    """A group line, then a cut-off header: the warned line was named nowhere."""
+    text = "#  out-of-place  in-place\n#       size         count      type   redop"
+    parse_checked(text.encode())
+
+
+def test_a_lone_cr_ends_a_line() -> None:
+    """A row ended by CR was taken for a line cut off by the end of input."""
+    result = parse_checked((HEADER + ROW.replace("\n", "\r") + ROW).encode())
+    assert result is not None
+    assert result.measurements.num_rows == 4
+
+
+def test_nan_bandwidths() -> None:
+    """nan algbw emptied the median of busbw/algbw: StatisticsError."""
+    text = HEADER + ROW.replace("0.00", "nan", 1) + ROW.replace("8 ", "16 ", 1)
+    parse_checked(text.encode())
+
+
+# Other tools: (seed, line, a hostile value for the first number on that line).
+OTHER_TOOLS = [
+    ("derived_v2021.14_allreduce_f32_np4_cut_midrow.log", 38, "nan"),
+    ("derived_v2021.14_allreduce_f32_np4_cut_midrow.log", 38, "9" * 30),
+    ("derived_v2021.14_allreduce_f32_np4_cut_midrow.log", 34, "9" * 5000),
+    ("derived_v2021.14_allreduce_f32_np4_cut_midrow.log", 11, "9" * 5000),
+    ("derived_v2021.14_allreduce_f32_np4_interrupted.log", 53, "9" * 5000),
+    ("v2021.14_impi_debug5_np2.log", 8, "9" * 30),
+    ("derived_imb_bcast_reduce_rs_np4_cut.log", 35, "2147483648"),
+    ("derived_imb_bcast_reduce_rs_np4_cut.log", 35, "9" * 5000),
+    ("derived_imb_bcast_reduce_rs_np4_cut.log", 39, "9" * 30),
+    ("derived_imb_bcast_reduce_rs_np4_cut.log", 39, "9" * 5000),
+    ("imb_bcast_reduce_rs_np4.log", 2, "9" * 5000),
+    # json's raw_decode raises a plain ValueError past Python's int digit limit.
+    ("v2.19.2_sendrecv_per_iter_2proc.json", 1, "9" * 5000),
+]
+
+
+@pytest.mark.parametrize(("name", "line", "value"), OTHER_TOOLS)
+def test_hostile_numbers_in_other_tools(name: str, line: int, value: str) -> None:
+    if name not in SEED_BYTES:
+        pytest.skip(f"fixture {name} not present")
+    lines = SEED_BYTES[name].splitlines(keepends=True)
+    lines[line - 1] = re.sub(
+        rb"(?<![\w.])-?\d+(?:\.\d+)?(?![\w.])",
+        value.encode(),
+        lines[line - 1],
+        count=1,
+    )
+    parse_checked(b"".join(lines), name)

@@ -13,12 +13,12 @@ from dataclasses import dataclass
 # `[0] MPI startup(): ...`: the `[0] ` rank prefix is already stripped by _lines.
 _STARTUP = re.compile(r"^MPI startup\(\):")
 # The I_MPI_DEBUG pinning table: `MPI startup(): <rank> <pid> <host> {<cpus>}`.
-_PIN_ROW = re.compile(r"^MPI startup\(\):\s+(\d+)\s+\d+\s+(\S+)\s+\{")
+_PIN_ROW = re.compile(r"^MPI startup\(\):\s+(\d{1,6})\s+\d+\s+(\S+)\s+\{")
 _LIBRARY = re.compile(r"^MPI startup\(\): Intel\(R\) MPI Library, Version (\S+)")
 _LAUNCHER = re.compile(r"^\[(?:mpiexec|mpirun|proxy)[^\]]*\]")
 _BOX_EDGE = re.compile(r"^={20,}\s*$")
 _BOX_TEXT = re.compile(r"^=\s+(\S.*?)\s*$")
-_SIGNAL = re.compile(r"KILLED BY SIGNAL: (\d+)|EXIT CODE: (\d+)")
+_SIGNAL = re.compile(r"KILLED BY SIGNAL: (\d{1,9})|EXIT CODE: (\d{1,9})")
 # MPI_Abort and fatal MPI errors: `Abort(1) on node 0 (rank 0 in comm 0): ...`.
 _ABORT = re.compile(r"^Abort\(\d+\)|^Fatal error in ")
 # Signals sent from outside (Ctrl-C, timeout, Hydra killing the other ranks after

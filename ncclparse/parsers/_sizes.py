@@ -65,7 +65,7 @@ def _imb_splits(tool_version: str | None) -> bool:
     if tool_version is None:
         return False
     head = tool_version.split(".", 1)[0]
-    if not head.isdigit():
+    if not head.isdigit() or len(head) > 9:
         return False
     # V3.x / V4.x numbering predates the year-based one and splits too.
     major = int(head)

@@ -76,7 +76,7 @@ _SNIFF = re.compile(
 )
 _RULE = re.compile(r"^#-{10,}\s*$")
 _BENCHMARKING = re.compile(r"^# Benchmarking (\S+)\s*$")
-_PROCESSES = re.compile(r"^# #processes = (\d+)")
+_PROCESSES = re.compile(r"^# #processes = (\d{1,6})\b")
 _PARAM = re.compile(r"^# ([A-Za-z_][\w ]*?)\s*:\s*(.*?)\s*$")
 _FOOTER = "# All processes entering MPI_Finalize"
 _LIST = "List of Benchmarks to run"
@@ -251,6 +251,9 @@ class _Parser:
             if column == "algbw_gbps":
                 values[column] = float(token) / _MBYTES_PER_GB
             elif column in ("reported_bytes", "repetitions"):
+                if not (token.isdigit() and len(token) <= 18):  # int64, no sign
+                    run.warn(number, f"{token[:24]!r} is not a count: row not read")
+                    return "warned"
                 values[column] = int(token)
             elif column is not None:
                 values[column] = float(token)

@@ -113,6 +113,9 @@ def _read_object(text: str, pos: int) -> _Object:
     except json.JSONDecodeError as exc:
         obj.cut, obj.problem = exc.pos, exc.msg
         return obj
+    except ValueError as exc:  # an integer beyond Python's digit limit, not JSON's
+        obj.cut, obj.problem = obj.pending, str(exc)
+        return obj
 
 
 class _Reader:

@@ -74,11 +74,11 @@ _SNIFF = re.compile(
     r"options|\[-l,--coll <|what\(\):\s+oneCCL:|ccl::v\d+::exception"
 )
 _OPTION = re.compile(r"^  ([A-Za-z_][\w ]*?):(?:\s+(.*?))?\s*$")
-_ARG = re.compile(r"^arg (\d+): (.*)$")
+_ARG = re.compile(r"^arg (\d{1,6}): (.*)$")
 _SECTION = re.compile(r"^(datatype|dtype|reduction): (\S+)\s*$")
 _BANNER = re.compile(r"^#-{20,}$")
 _BENCHMARKING = re.compile(r"^# Benchmarking: (.*)$")
-_PROCESSES = re.compile(r"^# #?processes: (\d+)\s*$")
+_PROCESSES = re.compile(r"^# #?processes: (\d{1,6})\s*$")
 _NUMBER = re.compile(r"^-?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf)$")
 # Check failures, assertions and exceptions; text of several ranks may be glued.
 _FAILURE = re.compile(
@@ -277,7 +277,8 @@ class _Parser:
     def _option(self, run: Run, key: str, value: str) -> None:
         run.params[key] = value
         if key in ("processes", "ranks"):
-            run.nranks = int(value) if value.isdigit() else run.nranks
+            ok = value.isdigit() and len(value) <= 6
+            run.nranks = int(value) if ok else run.nranks
         elif key in ("collectives", "colls"):
             for name in value.split():
                 run.add_collective(COLLECTIVE_NAMES.get(name, name))
@@ -307,6 +308,9 @@ class _Parser:
         values: dict[str, Any] = {}
         for name, token in zip(self.columns, tokens, strict=True):
             column = _COLUMNS.get(name)
+            if column in _INTS and not (token.isdigit() and len(token) <= 18):
+                run.warn(number, f"{name} {token[:24]!r} is not a count: row not read")
+                return "warned"
             if column is not None:
                 values[column] = int(token) if column in _INTS else float(token)
         if "reported_bytes" not in values or "time_us" not in values:
