@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from .formatting import format_bytes, format_gbps, format_percent, format_time_us
+from .schema import SHAPE_KEYS
 
 __all__ = [
     "FORMAT",
@@ -23,18 +24,7 @@ __all__ = [
 ]
 
 Status = Literal["pass", "fail", "skip"]
-SERIES_KEYS = (
-    "source",
-    "run",
-    "tool",
-    "collective",
-    "dtype",
-    "redop",
-    "root",
-    "placement",
-    "nranks",
-    "nnodes",
-)
+SERIES_KEYS = ("source", "run", "tool", *SHAPE_KEYS)
 SHOWN = 5  # sizes spelled out in one message; the rest are counted
 FORMAT = {
     "efficiency": format_percent,

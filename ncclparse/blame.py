@@ -19,19 +19,11 @@ import pyarrow as pa
 
 from .history import key_text
 from .rules import BlamePolicy
+from .schema import SHAPE_KEYS
 
 __all__ = ["HostScore", "RunScore", "blame", "run_scores"]
 
-_SHAPE = (
-    "tool",
-    "collective",
-    "dtype",
-    "redop",
-    "root",
-    "placement",
-    "nranks",
-    "nnodes",
-)
+_SHAPE = ("tool", *SHAPE_KEYS)
 # A median of two runs cannot tell which one is slow.
 _MIN_SHAPE_RUNS = 3
 

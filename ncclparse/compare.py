@@ -25,6 +25,7 @@ from .api import parse_many
 from .formatting import format_bytes, format_percent, format_time_us
 from .history import key_text, read_history
 from .inputs import expand
+from .schema import SHAPE_KEYS
 from .storage import read_table
 
 __all__ = [
@@ -37,16 +38,7 @@ __all__ = [
     "render",
 ]
 
-COMPARE_KEYS = (
-    "collective",
-    "dtype",
-    "redop",
-    "root",
-    "placement",
-    "nranks",
-    "nnodes",
-    "size_bytes",
-)
+COMPARE_KEYS = (*SHAPE_KEYS, "size_bytes")
 FORMATS = ("text", "json", "markdown", "html")
 
 

@@ -70,17 +70,7 @@ HISTORY_SCHEMA = pa.schema(
 # What makes two rows the same series for a baseline (schema.md names); tags are
 # matched separately. Hosts are deliberately not part of it: a pairwise test meets a
 # new pair every night, and its baseline is the fabric's norm for that shape.
-BASELINE_KEYS = (
-    "tool",
-    "collective",
-    "dtype",
-    "redop",
-    "root",
-    "placement",
-    "nranks",
-    "nnodes",
-    "size_bytes",
-)
+BASELINE_KEYS = ("tool", *schema.SHAPE_KEYS, "size_bytes")
 _PARTITIONING = ds.partitioning(pa.schema([("date", pa.string())]), flavor="hive")
 # Reading with the full schema makes an empty dataset readable and lets files written
 # by a later version (with added columns) be read alongside older ones.

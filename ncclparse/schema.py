@@ -100,6 +100,10 @@ RUNS_SCHEMA = pa.schema(RUN_FIELDS, metadata=_METADATA)
 MEASUREMENT_COLUMNS = tuple(f.name for f in MEASUREMENT_FIELDS)
 RUN_COLUMNS = tuple(f.name for f in RUN_FIELDS)
 
+# What makes two measurements comparable, apart from where they were read and their
+# size: the series identity used by fits, checks, history baselines and comparisons.
+SHAPE_KEYS = ("collective", "dtype", "redop", "root", "placement", "nranks", "nnodes")
+
 STATUSES = ("complete", "truncated", "failed")
 PLACEMENTS = ("out-of-place", "in-place")
 COLLECTIVES = (
