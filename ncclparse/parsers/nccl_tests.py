@@ -13,7 +13,7 @@ import dataclasses
 import math
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from ._lines import Line, Skipped
@@ -33,61 +33,37 @@ from ._nccl_layout import (
     placements_from_group_line,
     read_row,
 )
+from ._nccl_lines import (
+    AVG,
+    BINARY,
+    BINARY_NAMES,
+    COMPILED,
+    CUT_RANK,
+    FAILURE,
+    GLUED_NOISE,
+    NCCL_VERSION,
+    NUMBERS_ONLY,
+    OOB,
+    OPENERS,
+    PARAM_PAIR,
+    PARAMS,
+    RANK,
+    RCCL_VERSION,
+    ROW_START,
+    STARTING,
+    STRUCTURE_PREFIXES,
+    TOOL_ERROR,
+    VERSION,
+    from_markdown_table,
+    is_rank_zero,
+    maybe_noise,
+    nccl_code,
+    sniff,
+)
 from ._noise import is_command, is_noise
 
 NAME = "nccl-tests"
 STREAMS = True  # parse() emits runs as they end and takes Skipped NCCL debug lines
-
-_ROW_START = re.compile(r"^\s*\d+\s+\d+\s+[A-Za-z]")
-# Tokens must be separated by whitespace: `(?:[\d.]+\s*)+` backtracks exponentially.
-_NUMBERS_ONLY = re.compile(r"^\s*(?:(?:-?[\d.]+(?:e[+-]?\d+)?\*?|N/A)(?:\s+|$))+$")
-_PARAMS = re.compile(r"^nThreads?:?\s+\d")
-# The lookbehind keeps a long run of letters linear (a match starts a word anyway).
-_PARAM_PAIR = re.compile(
-    r"(?<![A-Za-z_])([A-Za-z_]+(?: iters)?|warmupIters):?\s+(-?\d\S*)"
-)
-_RANK = re.compile(
-    r"^Rank\s+(?P<rank>\d{1,6})\s+(?:Group\s+\d+\s+)?(?:Pid\s+\d+\s+)?on\s+(?P<host>\S+)\s+"
-    r"device\s+(?P<dev>\d{1,6})\s+\[[^\]]*\]\s?(?P<name>.*)$"
-)
-_CUT_RANK = re.compile(r"^Rank\s+(\d{1,6})\s+\S")  # bounded: ranks fill lists
-_VERSION = re.compile(
-    r"^nccl-tests version (?P<v>\S+)(?:.*nccl-library=(?P<lib>\d{1,9})\b)?"
-)
-_RCCL_VERSION = re.compile(r"^rccl-tests: Version (?P<v>\S+)")
-_STARTING = re.compile(r"^Collective test (?P<what>starting|concluded): (?P<name>\S+)")
-_COMPILED = re.compile(r"^NCCL Tests compiled with NCCL (?P<v>\S+)")
-_NCCL_VERSION = re.compile(r"\b(?P<lib>NCCL|RCCL) version (?P<v>\d\S*)")
-_OOB = re.compile(r"^Out of bounds values\s*:\s*(?P<n>\d{1,18})\s*(?P<ok>OK|FAILED)?")
-_AVG = re.compile(r"^Avg bus bandwidth\s*:\s*(?P<v>\S+)\s*(?P<ok>OK|FAILED)?")
-_FAILURE = re.compile(
-    r"(?:Test (?:NCCL|CUDA|HIP) failure|Test failure|Test timeout|"
-    r"^(?:NCCL|Cuda|CUDA|HIP) failure \S+:\d+)"
-)
-# Option errors nccl-tests prints on stderr before giving up.
-_TOOL_ERROR = re.compile(r"^(?:Invalid number of GPUs|invalid size specified)")
-_BINARY = re.compile(r"\b(?P<name>[a-z_]+?)_perf\w*")
-# Where another process's NCCL line was glued onto a data row.
-_GLUED_NOISE = re.compile(
-    r"(?:\[\d+\]\s*)?(?<![\w.\-])[\w.\-]+:\d+:\d+ \[\d+\] (?:NCCL|RCCL) "
-    r"|NCCL (?:INFO|WARN) "
-)
-_STRUCTURE_PREFIXES = (
-    "Using devices",
-    "Blocking Enabled",
-    "Per-Iteration Report",
-    "Parallel Init Enabled",
-    "Reducing maxBytes",
-    "Errors with asterisks",
-    "Testing ",
-    "Writing JSON output",
-    "skipping json output",
-    "GPU memory usage",
-    "error:",
-    "NCCL_TESTS_ALLTOALLV_PRINT_SUMMARY",  # alltoallv's optional per-rank summary
-    "rank=",
-)
-_OPENERS = {"json": 0, "version": 1, "starting": 2, "params": 3}
 
 
 @dataclass
@@ -182,23 +158,23 @@ class _Parser:
 
     def _set_command(self, run: Run, command: str) -> None:
         run.command = command
-        match = _BINARY.search(command)
-        if match and match.group("name") in _BINARY_NAMES:
-            run.add_collective(_BINARY_NAMES[match.group("name")])
+        match = BINARY.search(command)
+        if match and match.group("name") in BINARY_NAMES:
+            run.add_collective(BINARY_NAMES[match.group("name")])
 
     # --- lines ------------------------------------------------------------------
     def feed(self, line: Line) -> None:
         # Rank 0 prints the benchmark's output, so its tagged lines and untagged ones
         # (stderr, a shell) are one stream; other ranks' tagged lines are read apart.
-        key = None if line.stream is None or _is_rank_zero(line.stream) else line.stream
+        key = None if line.stream is None or is_rank_zero(line.stream) else line.stream
         state = self.states.setdefault(key, _State())
         text = line.text
         if text.lstrip().startswith("|"):
-            text = _from_markdown_table(text)
+            text = from_markdown_table(text)
         kind = self._classify(state, line, text)
         if kind == "warned" and not line.complete and state.run is not None:
             # A Rank line cut by the end of input still proves that rank exists.
-            cut = _CUT_RANK.match(text.strip().lstrip("#").strip())
+            cut = CUT_RANK.match(text.strip().lstrip("#").strip())
             if cut is not None and state.phase == "preamble":
                 _grow(state.run, int(cut.group(1)))
             self._current(state, line.number).warn(
@@ -225,13 +201,13 @@ class _Parser:
         stripped = text.strip()
         if not stripped:
             return "blank"
-        if _ROW_START.match(text) or (state.pending and _NUMBERS_ONLY.match(text)):
+        if ROW_START.match(text) or (state.pending and NUMBERS_ONLY.match(text)):
             return self._data(state, line, text)
         body = stripped.lstrip("#").strip()
         # The substring tests are cheap guards in front of the regular expressions.
         if (
-            ("ailure" in stripped or "imeout" in stripped) and _FAILURE.search(stripped)
-        ) or (_TOOL_ERROR.match(body) and state.run):
+            ("ailure" in stripped or "imeout" in stripped) and FAILURE.search(stripped)
+        ) or (TOOL_ERROR.match(body) and state.run):
             run = self._current(state, line.number)
             if run.status != "failed" and state.phase != "preamble":
                 state.phase = "footer"
@@ -241,13 +217,13 @@ class _Parser:
         if (
             not stripped.startswith("#")
             and "_perf" in stripped
-            and _BINARY.search(stripped)
+            and BINARY.search(stripped)
             and is_command(stripped)
         ):
             self._command(state, line.number, stripped)
             return "noise"
-        if _maybe_noise(stripped) and is_noise(stripped):
-            version = _NCCL_VERSION.search(stripped)
+        if maybe_noise(stripped) and is_noise(stripped):
+            version = NCCL_VERSION.search(stripped)
             if version and state.run is not None and state.run.library_version is None:
                 state.run.library_version = version.group("v")
                 if version.group("lib") == "RCCL":
@@ -260,35 +236,35 @@ class _Parser:
         if not line.complete:  # cut by the end of input: `: 84.8558` may read `: 8`
             return "warned"
         words = body.split()
-        if (match := _VERSION.match(body)) is not None:
+        if (match := VERSION.match(body)) is not None:
             run = self._opener(state, "version", number)
             run.tool_version = match.group("v")
             if match.group("lib"):
-                run.library_version = _nccl_code(int(match.group("lib")))
+                run.library_version = nccl_code(int(match.group("lib")))
             return "structure"
-        if (match := _STARTING.match(body)) is not None:
+        if (match := STARTING.match(body)) is not None:
             name = match.group("name")
             if match.group("what") == "starting":
                 run = self._opener(state, "starting", number)
             else:
                 run = self._current(state, number)
             stem = name.split("_perf")[0]
-            run.add_collective(_BINARY_NAMES.get(stem))
+            run.add_collective(BINARY_NAMES.get(stem))
             return "structure"
-        if _PARAMS.match(body):
+        if PARAMS.match(body):
             run = self._opener(state, "params", number)
-            run.params.update(dict(_PARAM_PAIR.findall(body)))
+            run.params.update(dict(PARAM_PAIR.findall(body)))
             if ":" in words[0]:  # `nThreads: 1 nGpus: 4 nRanks: 1`: rccl-tests' own
                 run.tool = "rccl-tests"
             return "structure"
-        if (match := _RCCL_VERSION.match(body)) is not None:
+        if (match := RCCL_VERSION.match(body)) is not None:
             run = self._current(state, number)
             run.tool, run.tool_version = "rccl-tests", match.group("v")
             return "structure"
-        if (match := _COMPILED.match(body)) is not None:
+        if (match := COMPILED.match(body)) is not None:
             self._current(state, number).library_version = match.group("v")
             return "structure"
-        if (match := _RANK.match(body)) is not None:
+        if (match := RANK.match(body)) is not None:
             return self._rank(state, number, match)
         if body.startswith("Using devices"):
             if (
@@ -305,7 +281,7 @@ class _Parser:
             return "structure"
         if words and words[0] == "(B)":
             return "structure"
-        if (match := _OOB.match(body)) is not None:
+        if (match := OOB.match(body)) is not None:
             run = self._current(state, number)
             run.oob_values = int(match.group("n"))
             run.oob_ok = (
@@ -313,16 +289,16 @@ class _Parser:
             )
             state.phase = "footer"
             return "structure"
-        if (match := _AVG.match(body)) is not None:
+        if (match := AVG.match(body)) is not None:
             return self._average(state, number, match)
-        if body.startswith((*_STRUCTURE_PREFIXES, "......")) or body == "":
+        if body.startswith((*STRUCTURE_PREFIXES, "......")) or body == "":
             return self._misc_structure(state, number, body)
         if is_command(stripped):
             return "noise"
         return "warned"
 
     def _opener(self, state: _State, kind: str, number: int) -> Run:
-        order = _OPENERS[kind]
+        order = OPENERS[kind]
         run = state.run
         if (
             run is not None
@@ -330,7 +306,7 @@ class _Parser:
             and state.phase == "preamble"
             and not run.hosts
             and run.status != "failed"
-            and all(_OPENERS[k] <= order for k in state.openers)
+            and all(OPENERS[k] <= order for k in state.openers)
         ):
             state.copies += 1  # the same preamble line again, before any Rank line
             return run
@@ -338,7 +314,7 @@ class _Parser:
             run is None
             or state.phase != "preamble"
             or run.status == "failed"
-            or any(_OPENERS[k] >= order for k in state.openers)
+            or any(OPENERS[k] >= order for k in state.openers)
         ):
             run = self._open(state, number)
         state.openers.add(kind)
@@ -406,7 +382,7 @@ class _Parser:
         return "structure"
 
     def _command(self, state: _State, number: int, text: str) -> None:
-        if _BINARY.search(text) is None:
+        if BINARY.search(text) is None:
             return
         run = state.run
         if run is None or state.phase != "preamble" or state.openers or run.hosts:
@@ -417,11 +393,11 @@ class _Parser:
 
     def _data(self, state: _State, line: Line, text: str) -> str:
         number = line.number
-        glued = _GLUED_NOISE.search(text) if "CCL " in text else None
+        glued = GLUED_NOISE.search(text) if "CCL " in text else None
         if glued is not None:
             text = text[: glued.start()]
         tokens = text.split()
-        if state.pending is not None and not _ROW_START.match(text):
+        if state.pending is not None and not ROW_START.match(text):
             first, before = state.pending
             state.pending = None
             run = self._current(state, number)
@@ -507,16 +483,6 @@ class _Parser:
         return self.accounting
 
 
-def _maybe_noise(stripped: str) -> bool:
-    # A `#` line is the tool's own unless it is a Markdown heading or quotes NCCL/UCX.
-    return (
-        not stripped.startswith("#")
-        or stripped.startswith("##")
-        or "CCL " in stripped
-        or "UCX" in stripped
-    )
-
-
 def _split_copies(run: Run, state: _State) -> list[Run]:
     """Split a run printed by K concurrent copies into K runs (see _State.copies)."""
     rows = run.rows
@@ -542,11 +508,6 @@ def _split_copies(run: Run, state: _State) -> list[Run]:
     return runs
 
 
-def _is_rank_zero(tag: str) -> bool:
-    # Open MPI tags are "jobid,rank"; srun and MPICH tags are the rank.
-    return tag.rsplit(",", 1)[-1] == "0"
-
-
 def _grow(run: Run, rank: int) -> None:
     """Make room for ``rank`` in the per-rank host and device lists."""
     while len(run.hosts) <= rank:
@@ -567,55 +528,6 @@ def _worth_keeping(run: Run) -> bool:
         or run.oob_values is not None
         or run.command
     )
-
-
-_BINARY_NAMES = {
-    "all_reduce": "all_reduce",
-    "all_gather": "all_gather",
-    "reduce_scatter": "reduce_scatter",
-    "alltoall": "alltoall",
-    "alltoallv": "alltoallv",
-    "broadcast": "broadcast",
-    "reduce": "reduce",
-    "sendrecv": "sendrecv",
-    "gather": "gather",
-    "scatter": "scatter",
-    "hypercube": "hypercube",
-}
-
-
-def _nccl_code(code: int) -> str:
-    """Decode NCCL_VERSION_CODE: major*10000+minor*100+patch since 2.9, else *1000."""
-    if code >= 10000:
-        return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
-    return f"{code // 1000}.{code // 100 % 10}.{code % 100}"
-
-
-def _from_markdown_table(text: str) -> str:
-    """``| 8 | 2 | float |`` pasted as a Markdown table back to whitespace columns."""
-    cells = [c.strip().replace("\\#", "#") for c in text.strip().strip("|").split("|")]
-    if all(set(c) <= set("-: ") for c in cells):
-        return ""
-    return "  ".join(c if c else "" for c in cells)
-
-
-def sniff(head: Sequence[Line]) -> bool:
-    """True when the head holds nccl-tests structure or rows of its table layout."""
-    rows = 0
-    for line in head:
-        text = line.text
-        if text.lstrip().startswith("|"):
-            text = _from_markdown_table(text)
-        body = text.strip().lstrip("#").strip()
-        if _PARAMS.match(body) or _VERSION.match(body) or _STARTING.match(body):
-            return True
-        if _RANK.match(body) or is_names_line(body.split()):
-            return True
-        if _ROW_START.match(text) and layout_from_row(text.split()) is not None:
-            rows += 1
-            if rows >= 2 or not line.complete:
-                return True
-    return rows > 0
 
 
 def parse(

@@ -25,7 +25,7 @@ from ._lines import Line
 from ._model import Run
 from ._nccl_infer import infer_collective, infer_ranks, names_in
 from ._nccl_layout import DTYPES, NOT_A_REDOP
-from .nccl_tests import _BINARY_NAMES, _nccl_code
+from ._nccl_lines import BINARY_NAMES, nccl_code
 
 NAME = "nccl-tests-json"
 
@@ -231,11 +231,11 @@ def _header(run: Run, members: dict[str, Any], config_line: int) -> None:
     if isinstance(args, list) and args and all(isinstance(a, str) for a in args):
         run.command = shlex.join(args)
         match = _BINARY.match(args[0].rsplit("/", 1)[-1])
-        if match and match.group("name") in _BINARY_NAMES:
-            run.add_collective(_BINARY_NAMES[match.group("name")])
+        if match and match.group("name") in BINARY_NAMES:
+            run.add_collective(BINARY_NAMES[match.group("name")])
     code = members.get("nccl_version")
     if isinstance(code, int) and code > 0:
-        run.library_version = _nccl_code(code)
+        run.library_version = nccl_code(code)
     config = members.get("config")
     if isinstance(config, dict):
         for key, value in config.items():

@@ -1,0 +1,129 @@
+"""What nccl-tests lines look like: the patterns and small tests the parser uses.
+
+Each pattern is anchored or guarded so that its cost stays linear in the line length
+(the robustness tests feed hostile lines); docs/nccl-tests-format.md describes the
+lines themselves.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from ._lines import Line
+from ._nccl_layout import is_names_line, layout_from_row
+
+ROW_START = re.compile(r"^\s*\d+\s+\d+\s+[A-Za-z]")
+# Tokens must be separated by whitespace: `(?:[\d.]+\s*)+` backtracks exponentially.
+NUMBERS_ONLY = re.compile(r"^\s*(?:(?:-?[\d.]+(?:e[+-]?\d+)?\*?|N/A)(?:\s+|$))+$")
+PARAMS = re.compile(r"^nThreads?:?\s+\d")
+# The lookbehind keeps a long run of letters linear (a match starts a word anyway).
+PARAM_PAIR = re.compile(
+    r"(?<![A-Za-z_])([A-Za-z_]+(?: iters)?|warmupIters):?\s+(-?\d\S*)"
+)
+RANK = re.compile(
+    r"^Rank\s+(?P<rank>\d{1,6})\s+(?:Group\s+\d+\s+)?(?:Pid\s+\d+\s+)?on\s+(?P<host>\S+)\s+"
+    r"device\s+(?P<dev>\d{1,6})\s+\[[^\]]*\]\s?(?P<name>.*)$"
+)
+CUT_RANK = re.compile(r"^Rank\s+(\d{1,6})\s+\S")  # bounded: ranks fill lists
+VERSION = re.compile(
+    r"^nccl-tests version (?P<v>\S+)(?:.*nccl-library=(?P<lib>\d{1,9})\b)?"
+)
+RCCL_VERSION = re.compile(r"^rccl-tests: Version (?P<v>\S+)")
+STARTING = re.compile(r"^Collective test (?P<what>starting|concluded): (?P<name>\S+)")
+COMPILED = re.compile(r"^NCCL Tests compiled with NCCL (?P<v>\S+)")
+NCCL_VERSION = re.compile(r"\b(?P<lib>NCCL|RCCL) version (?P<v>\d\S*)")
+OOB = re.compile(r"^Out of bounds values\s*:\s*(?P<n>\d{1,18})\s*(?P<ok>OK|FAILED)?")
+AVG = re.compile(r"^Avg bus bandwidth\s*:\s*(?P<v>\S+)\s*(?P<ok>OK|FAILED)?")
+FAILURE = re.compile(
+    r"(?:Test (?:NCCL|CUDA|HIP) failure|Test failure|Test timeout|"
+    r"^(?:NCCL|Cuda|CUDA|HIP) failure \S+:\d+)"
+)
+# Option errors nccl-tests prints on stderr before giving up.
+TOOL_ERROR = re.compile(r"^(?:Invalid number of GPUs|invalid size specified)")
+BINARY = re.compile(r"\b(?P<name>[a-z_]+?)_perf\w*")
+# Where another process's NCCL line was glued onto a data row.
+GLUED_NOISE = re.compile(
+    r"(?:\[\d+\]\s*)?(?<![\w.\-])[\w.\-]+:\d+:\d+ \[\d+\] (?:NCCL|RCCL) "
+    r"|NCCL (?:INFO|WARN) "
+)
+STRUCTURE_PREFIXES = (
+    "Using devices",
+    "Blocking Enabled",
+    "Per-Iteration Report",
+    "Parallel Init Enabled",
+    "Reducing maxBytes",
+    "Errors with asterisks",
+    "Testing ",
+    "Writing JSON output",
+    "skipping json output",
+    "GPU memory usage",
+    "error:",
+    "NCCL_TESTS_ALLTOALLV_PRINT_SUMMARY",  # alltoallv's optional per-rank summary
+    "rank=",
+)
+OPENERS = {"json": 0, "version": 1, "starting": 2, "params": 3}
+
+
+def maybe_noise(stripped: str) -> bool:
+    # A `#` line is the tool's own unless it is a Markdown heading or quotes NCCL/UCX.
+    return (
+        not stripped.startswith("#")
+        or stripped.startswith("##")
+        or "CCL " in stripped
+        or "UCX" in stripped
+    )
+
+
+def is_rank_zero(tag: str) -> bool:
+    # Open MPI tags are "jobid,rank"; srun and MPICH tags are the rank.
+    return tag.rsplit(",", 1)[-1] == "0"
+
+
+BINARY_NAMES = {
+    "all_reduce": "all_reduce",
+    "all_gather": "all_gather",
+    "reduce_scatter": "reduce_scatter",
+    "alltoall": "alltoall",
+    "alltoallv": "alltoallv",
+    "broadcast": "broadcast",
+    "reduce": "reduce",
+    "sendrecv": "sendrecv",
+    "gather": "gather",
+    "scatter": "scatter",
+    "hypercube": "hypercube",
+}
+
+
+def nccl_code(code: int) -> str:
+    """Decode NCCL_VERSION_CODE: major*10000+minor*100+patch since 2.9, else *1000."""
+    if code >= 10000:
+        return f"{code // 10000}.{code // 100 % 100}.{code % 100}"
+    return f"{code // 1000}.{code // 100 % 10}.{code % 100}"
+
+
+def from_markdown_table(text: str) -> str:
+    """``| 8 | 2 | float |`` pasted as a Markdown table back to whitespace columns."""
+    cells = [c.strip().replace("\\#", "#") for c in text.strip().strip("|").split("|")]
+    if all(set(c) <= set("-: ") for c in cells):
+        return ""
+    return "  ".join(c if c else "" for c in cells)
+
+
+def sniff(head: Sequence[Line]) -> bool:
+    """True when the head holds nccl-tests structure or rows of its table layout."""
+    rows = 0
+    for line in head:
+        text = line.text
+        if text.lstrip().startswith("|"):
+            text = from_markdown_table(text)
+        body = text.strip().lstrip("#").strip()
+        if PARAMS.match(body) or VERSION.match(body) or STARTING.match(body):
+            return True
+        if RANK.match(body) or is_names_line(body.split()):
+            return True
+        if ROW_START.match(text) and layout_from_row(text.split()) is not None:
+            rows += 1
+            if rows >= 2 or not line.complete:
+                return True
+    return rows > 0
