@@ -100,7 +100,7 @@ def _out_of_range(name: str, value: Any) -> bool:
 
 # Rows are handed on as Arrow record batches of this many rows: Python objects per row
 # cost several times more memory than Arrow columns.
-BATCH_ROWS = 65_536
+BATCH_ROWS = 16_384
 BATCH_RUNS = 1_024
 
 
