@@ -200,3 +200,63 @@ def test_profiles_lists_presets_with_sources(runner: CliRunner) -> None:
     assert {"a100", "h100", "h200", "b200", "gb200-nvl72", "mi300x", "aurora"} <= set(
         presets
     )
+
+
+def test_model_hierarchical_reproduces_seed_000(runner: CliRunner) -> None:
+    # Seed 000, 8 nodes x 8 GPUs, 2 GB: phase 2 takes 8.82 ms (the seed's total 20.44 ms
+    # adds rounded phases; the formula gives 20.50 ms, see test_costmodels).
+    result = runner.invoke(
+        cli,
+        [
+            "model",
+            "all_reduce",
+            "--size",
+            "2GB",
+            "--algorithm",
+            "hierarchical",
+            "--gpus-per-node",
+            "8",
+            "--nodes",
+            "8",
+            "--intra-alpha",
+            "1us",
+            "--intra-bandwidth",
+            "300GB/s",
+            "--inter-alpha",
+            "5us",
+            "--inter-bandwidth",
+            "50GB/s",
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0
+    values = json.loads(result.stdout)
+    assert round(values["all_reduce"]["time_us"] / 1000, 2) == 8.82
+    assert round(values["time_us"] / 1000, 2) == 20.50
+
+
+def test_model_scale_out_reproduces_seed_004(runner: CliRunner) -> None:
+    # Seed 004, 2 Aurora nodes, 2 GB over a 23 GB/s NIC at 80 %: 108.7 ms, and 299.2 ms
+    # with host staging over 42 GB/s PCIe.
+    result = runner.invoke(
+        cli,
+        [
+            "model",
+            "all_reduce",
+            "--size",
+            "2GB",
+            "--algorithm",
+            "scale-out",
+            "--nodes",
+            "2",
+            "--nic-bandwidth",
+            "23GB/s",
+            "--pcie-bandwidth",
+            "42GB/s",
+            "--json",
+        ],
+    )
+    assert result.exit_code == 0
+    values = json.loads(result.stdout)
+    assert round(values["scale_out_us"] / 1000, 1) == 108.7
+    assert round(values["time_us"] / 1000, 1) == 299.2
