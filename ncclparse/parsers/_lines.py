@@ -36,7 +36,7 @@ class Line(NamedTuple):
 class Skipped(NamedTuple):
     """Plain NCCL debug lines a fast reader counted without reading (see below)."""
 
-    count: int
+    lines: int  # how many (not `count`: that would hide tuple.count)
     last: int  # number of the last of them
 
 

@@ -177,7 +177,7 @@ class RowError(ValueError):
 
 def read_row(
     tokens: list[str], layout: Layout
-) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+) -> tuple[dict[str, Any], list[dict[str, Any] | None]]:
     """Split one data row into its key values and one metric dict per printed block.
 
     Returns (keys, blocks); a block is None-valued where the row printed ``N/A``.

@@ -192,7 +192,7 @@ class _Parser:
     def skip_noise(self, skipped: Skipped) -> None:
         """Account for plain NCCL debug lines passed over: as feed() would for noise."""
         state = self.states.setdefault(None, _State())
-        self.accounting["noise"] += skipped.count
+        self.accounting["noise"] += skipped.lines
         self._flush_unread(state)
         if state.run is not None:
             state.run.last_line = skipped.last
