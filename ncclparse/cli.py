@@ -462,7 +462,12 @@ _OUT = click.Path(dir_okay=False, path_type=Path)
 @click.option("--json", "json_path", type=_OUT, help="Write JSON here.")
 @click.option("--prometheus", type=_OUT, help="Write a Prometheus textfile here.")
 @click.option("--markdown", type=_OUT, help="Write a Markdown summary here.")
-@click.option("--report", "report_path", type=_OUT, help="Write the HTML report here.")
+@click.option(
+    "--report",
+    "report_path",
+    type=_OUT,
+    help="Write the HTML report here, with the failed cases and slow hosts.",
+)
 @click.option("-v", "--verbose", is_flag=True, help="Print passing cases too.")
 @click.option("-q", "--quiet", is_flag=True, help="No per-input summary on stderr.")
 @_hardware_options
@@ -517,7 +522,14 @@ def check(
         from ncclparse.storage import atomic_output
 
         with atomic_output(report_path, binary=False) as handle:
-            handle.write(render_report(build_context(result, **hardware)))
+            context = build_context(
+                result,
+                command_line=_command_line(),
+                failures=failures,
+                check=outcome,
+                **hardware,
+            )
+            handle.write(render_report(context))
     click.echo(to_text(outcome, verbose=verbose), nl=False)
     sys.exit(0 if outcome.passed else EXIT_CHECK_FAILED)
 

@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 from markupsafe import Markup
@@ -25,6 +25,7 @@ from . import plots
 from .api import ParseResult
 from .efficiency import Analysis, analyze
 from .hardware import HardwareProfile
+from .report_checks import CheckSummary, RunLink, check_summary
 from .report_facts import (
     Message,
     ProfileInfo,
@@ -36,9 +37,13 @@ from .report_facts import (
 from .report_verdict import Finding, Level, Verdict, judge_run
 from .schema import SCHEMA_VERSION
 
+if TYPE_CHECKING:
+    from .check import CheckResult
+
 __all__ = [
     "Block",
     "Chart",
+    "CheckSummary",
     "ComparisonRow",
     "Finding",
     "Level",
@@ -155,7 +160,8 @@ class ReportContext:
 
     ``failures`` are inputs that could not be read at all (no run); ``overlay`` is the
     all-runs chart, present with two or more blocks; ``comparison`` its table.
-    ``good``/``poor`` are the efficiency thresholds the verdicts used.
+    ``good``/``poor`` are the efficiency thresholds the verdicts used; ``checks``
+    the outcome of ``ncclparse check`` when the report shows one, else None.
     """
 
     title: str
@@ -170,6 +176,7 @@ class ReportContext:
     command_line: str | None
     good: float
     poor: float
+    checks: CheckSummary | None = None
 
     @property
     def messages(self) -> tuple[Message, ...]:
@@ -190,13 +197,16 @@ def build_context(
     failures: Sequence[Exception] | None = None,
     good: float = 0.75,
     poor: float = 0.5,
+    check: CheckResult | None = None,
 ) -> ReportContext:
     """Build the report context; runs :func:`~ncclparse.efficiency.analyze` if needed.
 
     Hardware options as for ``analyze``. ``failures`` are the inputs that could not
     be read (default: ``result.failures``; the CLI adds missing paths). A run is
     judged healthy when its large-message efficiency is at least ``good``, poor below
-    ``poor`` (fractions of the ideal). Raises ProfileError as ``analyze`` does.
+    ``poor`` (fractions of the ideal). ``check`` (from :func:`ncclparse.check.check`
+    on the same result) adds the Checks section; without it the page is unchanged.
+    Raises ProfileError as ``analyze`` does.
     """
     from . import __version__
 
@@ -218,6 +228,7 @@ def build_context(
     errors = tuple(failure_message(exc) for exc in failures)
     sources = [*result.accounting, *(m.source for m in errors)]
     title = sources[0] if len(sources) == 1 else f"{len(sources)} inputs"
+    links = {(r.source, r.run): RunLink(r.anchor, r.short_label, r.label) for r in runs}
     return ReportContext(
         title=f"ncclparse report: {title}",
         runs=tuple(runs),
@@ -231,6 +242,7 @@ def build_context(
         command_line=command_line,
         good=good,
         poor=poor,
+        checks=None if check is None else check_summary(check, links),
     )
 
 

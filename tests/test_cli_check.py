@@ -360,4 +360,42 @@ def test_check_writes_the_html_report(runner: CliRunner, tmp_path: Path) -> None
     args = ["check", str(derive.HEALTHY), *A3_MEGA, "--report", str(report), "-q"]
     result = runner.invoke(cli, args)
     assert result.exit_code == 0, result.output
-    assert report.read_text().lstrip().lower().startswith("<!doctype html>")
+    html = report.read_text()
+    assert html.lstrip().lower().startswith("<!doctype html>")
+    # The check's own result is in the report: 5 passed, 1 skipped, nothing failed.
+    checks = _checks_section(html)
+    for count in ("PASS", "0 failed", "5 passed", "1 skipped"):
+        assert f"{count}</span>" in checks
+    assert "Failed cases" not in checks
+    assert "Slow hosts" not in checks
+    assert "<p>Command line: <code>" in html  # check passes its command line
+
+
+def _checks_section(html: str) -> str:
+    start = html.index('<section id="checks">')
+    return html[start : html.index("</section>", start)]
+
+
+def test_check_report_shows_slow_host_and_failures(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    logs = _pairwise(tmp_path, "node03")
+    # Derived: the first pair's log also gets #wrong 12 in its 1 GiB row.
+    Path(logs[0]).write_text(derive.set_wrong(Path(logs[0]).read_text(), GIB, 12))
+    report = tmp_path / "report.html"
+    args = ["check", *logs, *A3_MEGA, "--report", str(report), "-q"]
+    result = runner.invoke(cli, args)
+    assert result.exit_code == 1
+    checks = _checks_section(report.read_text())
+    # Slow hosts table: host, runs slow / with it, scores with and without, deficit.
+    hosts = checks[checks.index("<h3>Slow hosts</h3>") :]
+    assert re.search(r"SLOW</span> <span class=\"mono\">node03</span></td>"
+                     r"<td class=\"num\">4 / 4</td>", hosts)  # fmt: skip
+    assert hosts.count("SLOW</span>") == 1
+    # Failed cases: the #wrong run and the slow host, with the check's messages.
+    failed = checks[checks.index("<h3>Failed cases</h3>") : checks.index(
+        "<h3>Slow hosts</h3>"
+    )]  # fmt: skip
+    assert "#wrong &gt; 0 at 1 size(s): 1 GiB out-of-place #wrong 12" in failed
+    assert "node03 is slow with every partner: 4 of 4 runs slow" in failed
+    assert failed.count("<tr>") == 3  # header and two failed cases

@@ -1,4 +1,5 @@
-"""The report: structure, verdicts, escaping, determinism, Markdown, the CLI command."""
+"""The report: structure, verdicts, escaping, determinism, Markdown, the CLI command,
+and the Checks section that ``ncclparse check --report`` adds."""
 
 from __future__ import annotations
 
@@ -13,9 +14,13 @@ from click.testing import CliRunner
 
 import ncclparse
 from ncclparse import cli as cli_module
+from ncclparse.check import CheckResult
+from ncclparse.check import check as run_check
 from ncclparse.cli import cli
 from ncclparse.report import build_context, render_markdown, render_report
+from ncclparse.rules import DEFAULT_RULES
 
+from . import _derive as derive
 from .conftest import FIXTURES
 
 ROOT = Path(__file__).parent.parent
@@ -286,6 +291,7 @@ def test_cli_writes_html_to_stdout_when_piped(runner: CliRunner) -> None:
     done = runner.invoke(cli, ["report", str(H100)])
     assert done.exit_code == 0
     assert done.stdout.startswith("<!DOCTYPE html>")
+    assert 'id="checks"' not in done.stdout  # only `check --report` has checks
     assert done.stderr == (
         f"{H100}: nccl-tests, 1 run (1 complete), 62 rows, 0 warnings\n"
     )
@@ -323,3 +329,146 @@ def test_cli_report_help_names_every_option(runner: CliRunner) -> None:
     assert done.exit_code == 0
     for option in ("--output", "--format", "--template-dir", "--profile", "--nodes"):
         assert option in done.stdout
+
+
+# --- the Checks section (issue 6: the slow-host ranking shown in the report) --------
+
+# GCP A3 Mega: 8 x 200 Gb/s per node (as in tests/test_cli_check.py).
+A3_MEGA = {"profile": "h100", "inter_bw": "200GB/s"}
+GIB = 1073741824
+TIMES, DASH = "\u00d7", "\u2013"  # as the report prints scores and empty cells
+
+
+def _pairwise_logs() -> list[tuple[str, str]]:
+    """Derived (tests/_derive.py): the real 2-node H100 log renamed to every pair of
+    5 hosts (10 runs), one of them named ``INJECTED``. Runs with ``node03`` take 1.6x
+    as long from 1 MiB up, the others get +-1.5 % jitter; the first run (node01 and
+    node02) has #wrong 12 written into its 1 GiB out-of-place row."""
+    hosts = ["node01", "node02", "node03", INJECTED, "node05"]
+    logs = []
+    for i, a in enumerate(hosts):
+        for b in hosts[i + 1 :]:
+            text = derive.rename_hosts(
+                derive.healthy(), dict(zip(derive.HOSTS, (a, b), strict=True))
+            )
+            if "node03" in (a, b):
+                text = derive.scale(text, lambda s: 1.6 if s >= 2**20 else 1.0)
+            else:
+                text = derive.scale(text, derive.jitter(len(logs)))
+            if not logs:
+                text = derive.set_wrong(text, GIB, 12)
+            logs.append((text, f"pair{len(logs)}.log"))
+    return logs
+
+
+def _section(html: str, anchor: str) -> str:
+    """The HTML of ``<section id=anchor>`` (sections do not nest in the report)."""
+    start = html.index(f'<section id="{anchor}"')
+    return html[start : html.index("</section>", start)]
+
+
+@pytest.fixture(scope="module")
+def pairwise() -> tuple[ncclparse.ParseResult, CheckResult]:
+    result = ncclparse.parse_many(_pairwise_logs())
+    return result, run_check(result, DEFAULT_RULES, **A3_MEGA)
+
+
+@pytest.fixture(scope="module")
+def pairwise_html(pairwise: tuple[ncclparse.ParseResult, CheckResult]) -> str:
+    result, outcome = pairwise
+    return render_report(build_context(result, check=outcome, **A3_MEGA))
+
+
+def test_checks_section_follows_the_verdicts(pairwise_html: str) -> None:
+    page = Page(pairwise_html)
+    assert page.sections[:3] == ["verdicts", "checks", "run1"]
+    text = Page(_section(pairwise_html, "checks")).all_text
+    assert text.startswith(
+        f"✗ FAIL Checks ✗ 2 failed ✓ 49 passed {DASH} 0 skipped of 51"
+    )
+    assert '<a href="#checks">checks</a>' in pairwise_html  # in the contents line
+
+
+def test_checks_section_names_the_slow_host_with_evidence(pairwise_html: str) -> None:
+    section = Page(_section(pairwise_html, "checks"))
+    assert section.rows["hosts"] == 1
+    assert (
+        "host runs slow / with it mean score with without deficit evidence: partners "
+        f"and score, worst first ✗ SLOW node03 4 / 4 0.67{TIMES} 1.01{TIMES} 34 % "
+        f"node01 0.67{TIMES}, node02 0.67{TIMES}, {INJECTED} 0.67{TIMES}, "
+        f"node05 0.67{TIMES}"
+    ) in section.all_text
+    # Each evidence run links to its run's section in the report.
+    assert {"#run2", "#run5", "#run8", "#run9"} <= set(section.urls)
+
+
+def test_checks_section_lists_the_failed_cases(pairwise_html: str) -> None:
+    section = Page(_section(pairwise_html, "checks"))
+    assert section.rows["checks"] == 2
+    text = section.all_text
+    assert (
+        "✗ integrity pair0.log (run 1) node01, node02 all_reduce 1 GiB pair0.log run "
+        "0 (hosts node01, node02) all_reduce: #wrong > 0 at 1 size(s): 1 GiB "
+        "out-of-place #wrong 12"
+    ) in text
+    none = DASH  # an empty cell: the slow-host case has no run, collective or size
+    assert (
+        f"✗ slow-host {none} node03 {none} {none} node03 is slow with every partner"
+    ) in text
+
+
+def test_checks_section_escapes_host_names(pairwise_html: str) -> None:
+    section = _section(pairwise_html, "checks")
+    assert INJECTED not in section
+    evidence = f"&lt;script&gt;alert(1)&lt;/script&gt;</a> 0.67{TIMES}"
+    assert evidence in section
+    assert ", &lt;script&gt;alert(1)&lt;/script&gt; 0.67x, node05" in section  # message
+    assert "script" not in Page(pairwise_html).tags
+
+
+def test_checks_section_is_deterministic(
+    pairwise: tuple[ncclparse.ParseResult, CheckResult], pairwise_html: str
+) -> None:
+    result, outcome = pairwise
+    again = render_report(build_context(result, check=outcome, **A3_MEGA))
+    assert again == pairwise_html
+
+
+def test_passing_check_shows_counts_and_no_tables() -> None:
+    result = ncclparse.parse_many([derive.HEALTHY])
+    outcome = run_check(result, DEFAULT_RULES, **A3_MEGA)
+    html = render_report(build_context(result, check=outcome, **A3_MEGA))
+    section = Page(_section(html, "checks"))
+    assert section.all_text.startswith("✓ PASS Checks ✓ 0 failed ✓ 5 passed")
+    assert "checks" not in section.rows
+    assert "hosts" not in section.rows
+
+
+def test_no_check_no_checks_section(h100_html: str) -> None:
+    assert 'id="checks"' not in h100_html
+    assert "Slow hosts" not in h100_html
+    assert build_context(ncclparse.parse_many([H100])).checks is None
+    assert "## Checks" not in render_markdown(
+        build_context(ncclparse.parse_many([H100]))
+    )
+
+
+def test_markdown_summary_shows_checks_in_short(
+    pairwise: tuple[ncclparse.ParseResult, CheckResult],
+) -> None:
+    result, outcome = pairwise
+    md = render_markdown(build_context(result, check=outcome, **A3_MEGA))
+    lines = md.splitlines()
+    assert lines.index("## Checks: ✗ FAIL") < lines.index(
+        "## ✗ FAIL: pair0.log (run 1)"
+    )
+    assert "2 failed, 49 passed, 0 skipped." in lines
+    assert (
+        "- **integrity** pair0.log run 0 (hosts node01, node02) all\\_reduce: #wrong "
+        "\\> 0 at 1 size(s): 1 GiB out-of-place #wrong 12"
+    ) in lines
+    assert (
+        f"| node03 | 4 of 4 | 0.67{TIMES} / 1.01{TIMES} | 34 % | node01 0.67{TIMES}, "
+        f"node02 0.67{TIMES}, \\<script\\>alert(1)\\</script\\> 0.67{TIMES} |"
+    ) in lines
+    assert INJECTED not in md

@@ -1,0 +1,166 @@
+"""The report's "Checks" section: a :class:`~ncclparse.check.CheckResult` made showable.
+
+:func:`check_summary` turns the result of ``ncclparse check`` into a
+:class:`CheckSummary`: case counts, the failed cases (with the messages the check
+produced) and the hosts blame named consistently slow, with their evidence. Text from
+logs (host names, sources, messages) stays plain ``str`` for the templates to escape;
+numbers stay numbers for the formatting filters. The order is the check's own (cases
+in check order, hosts most suspicious first), so the same input gives the same page.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .report_verdict import LABELS, Level
+
+if TYPE_CHECKING:
+    from .blame import HostScore
+    from .check import CheckResult
+
+__all__ = ["CheckSummary", "EvidenceRun", "FailedCase", "RunLink", "SlowHost"]
+
+EVIDENCE_SHOWN = 6  # evidence runs spelled out per host; the rest are counted
+SIZES_SHOWN = 5  # sizes spelled out per failed case; the rest are counted
+
+
+@dataclass(frozen=True, slots=True)
+class RunLink:
+    """Where a run is in the report: its section ``anchor`` ("" when the report has
+    no section for it), a short ``label`` and the full ``title`` (source and run)."""
+
+    anchor: str
+    label: str
+    title: str
+
+
+@dataclass(frozen=True, slots=True)
+class FailedCase:
+    """One failed check case. ``run`` links to the run's section when the report has
+    it; ``sizes`` are the sizes of the case's findings (the first few, in bytes) and
+    ``more_sizes`` how many are left out; ``message`` is the check's own text, naming
+    the numbers against their threshold."""
+
+    rule: str
+    name: str
+    source: str | None
+    run: RunLink | None
+    hosts: tuple[str, ...]
+    collective: str | None
+    sizes: tuple[int, ...]
+    more_sizes: int
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class EvidenceRun:
+    """One run that includes a slow host: the ``partners`` in it, its ``score``
+    (1.0 typical, 0.5 twice as slow) and ``where`` it is."""
+
+    partners: str
+    score: float
+    where: RunLink
+
+
+@dataclass(frozen=True, slots=True)
+class SlowHost:
+    """A host blame names consistently slow: ``slow_runs`` of ``runs`` scored runs
+    were slow, mean scores with and without it, ``deficit`` a fraction; ``evidence``
+    its worst runs first (``more_evidence`` not shown)."""
+
+    host: str
+    runs: int
+    slow_runs: int
+    score_with: float
+    score_without: float
+    deficit: float
+    evidence: tuple[EvidenceRun, ...]
+    more_evidence: int
+
+
+@dataclass(frozen=True, slots=True)
+class CheckSummary:
+    """What the Checks section shows: the outcome as a badge (``level``, ``label``,
+    ``symbol``: PASS or FAIL, in words and symbols for grey-scale print), counts by
+    status, failed cases in check order, slow hosts most suspicious first, and how
+    many hosts blame ranked (0: too few runs over different hosts to rank any)."""
+
+    level: Level
+    label: str
+    symbol: str
+    passed: int
+    failed: int
+    skipped: int
+    failures: tuple[FailedCase, ...]
+    slow_hosts: tuple[SlowHost, ...]
+    ranked_hosts: int
+
+    @property
+    def total(self) -> int:
+        """Every case, whatever its status."""
+        return self.passed + self.failed + self.skipped
+
+
+def check_summary(
+    result: CheckResult, runs: Mapping[tuple[str, int], RunLink]
+) -> CheckSummary:
+    """Summarise ``result`` for the report; ``runs`` maps (source, 0-based run) to
+    the report's section of that run, for links (a case whose run is absent gets
+    none). Pure: reads ``result``, returns new values."""
+    counts = {"pass": 0, "fail": 0, "skip": 0}
+    for case in result.cases:
+        counts[case.status] += 1
+    failures = tuple(
+        FailedCase(
+            rule=c.rule,
+            name=c.name,
+            source=c.source,
+            run=runs.get((c.source, c.run)) if c.source and c.run is not None else None,
+            hosts=c.hosts,
+            collective=c.collective,
+            sizes=tuple(dict.fromkeys(f.size_bytes for f in c.findings))[:SIZES_SHOWN],
+            more_sizes=max(0, len({f.size_bytes for f in c.findings}) - SIZES_SHOWN),
+            message=c.message,
+        )
+        for c in result.failures
+    )
+    level: Level = "ok" if result.passed else "bad"
+    return CheckSummary(
+        level=level,
+        label="PASS" if result.passed else LABELS["bad"][0],
+        symbol=LABELS[level][1],
+        passed=counts["pass"],
+        failed=counts["fail"],
+        skipped=counts["skip"],
+        failures=failures,
+        slow_hosts=tuple(_slow_host(h, runs) for h in result.hosts if h.slow),
+        ranked_hosts=len(result.hosts),
+    )
+
+
+def _slow_host(host: HostScore, runs: Mapping[tuple[str, int], RunLink]) -> SlowHost:
+    evidence = tuple(
+        EvidenceRun(
+            partners="+".join(h for h in r.hosts if h != host.host) or "alone",
+            score=r.score,
+            where=runs.get((r.source, r.run)) or _unlisted(r.source, r.run),
+        )
+        for r in host.evidence[:EVIDENCE_SHOWN]
+    )
+    return SlowHost(
+        host=host.host,
+        runs=host.runs,
+        slow_runs=host.slow_runs,
+        score_with=host.score_with,
+        score_without=host.score_without,
+        deficit=host.deficit,
+        evidence=evidence,
+        more_evidence=max(0, len(host.evidence) - EVIDENCE_SHOWN),
+    )
+
+
+def _unlisted(source: str, run: int) -> RunLink:
+    label = f"{source} (run {run + 1})"
+    return RunLink("", label, label)
