@@ -22,6 +22,7 @@ from . import _impi
 from ._lines import Line
 from ._model import Run
 from ._sizes import REDUCING, imb_size_bytes
+from ._table_row import read_table_row
 
 NAME = "imb"
 TOOL = "imb"
@@ -235,28 +236,11 @@ class _Parser:
 
     def _row(self, run: Run, line: Line, tokens: list[str]) -> str:
         number = line.number
-        if not line.complete:
-            run.warn(number, "partial last line (no newline): row not read")
+        values = read_table_row(run, line, tokens, self.columns, _COLUMNS)
+        if values is None:
             return "warned"
-        if len(tokens) != len(self.columns) or not all(map(_NUMBER.match, tokens)):
-            run.warn(
-                number,
-                f"expected {len(self.columns)} columns, found {len(tokens)}: "
-                "row not read",
-            )
-            return "warned"
-        values: dict[str, Any] = {}
-        for name, token in zip(self.columns, tokens, strict=True):
-            column = _COLUMNS.get(name)
-            if column == "algbw_gbps":
-                values[column] = float(token) / _MBYTES_PER_GB
-            elif column in ("reported_bytes", "repetitions"):
-                if not (token.isdigit() and len(token) <= 18):  # int64, no sign
-                    run.warn(number, f"{token[:24]!r} is not a count: row not read")
-                    return "warned"
-                values[column] = int(token)
-            elif column is not None:
-                values[column] = float(token)
+        if "algbw_gbps" in values:
+            values["algbw_gbps"] /= _MBYTES_PER_GB
         if "time_us" not in values:
             run.warn(number, f"{self.benchmark} table has no time column: not read")
             return "warned"

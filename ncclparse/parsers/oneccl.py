@@ -22,6 +22,7 @@ from . import _impi
 from ._lines import Line
 from ._model import Run
 from ._sizes import REDUCING, oneccl_size_bytes
+from ._table_row import NUMBER, read_table_row
 
 NAME = "oneccl-benchmark"
 TOOL = "oneccl-benchmark"
@@ -62,7 +63,6 @@ _COLUMNS = {
     "algbw[GB/s]": "algbw_gbps",
     "busbw[GB/s]": "busbw_gbps",
 }
-_INTS = frozenset({"reported_bytes", "count", "repetitions"})
 
 # `YYYY:MM:DD-HH:MM:SS:(pid) |CCL_WARN| ...`; `|WARN|` up to library 2021.5.
 _CCL_LOG = re.compile(
@@ -79,7 +79,6 @@ _SECTION = re.compile(r"^(datatype|dtype|reduction): (\S+)\s*$")
 _BANNER = re.compile(r"^#-{20,}$")
 _BENCHMARKING = re.compile(r"^# Benchmarking: (.*)$")
 _PROCESSES = re.compile(r"^# #?processes: (\d{1,6})\s*$")
-_NUMBER = re.compile(r"^-?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf)$")
 # Check failures, assertions and exceptions; text of several ranks may be glued.
 _FAILURE = re.compile(
     r"(?:recv|send)_bufs: buf_idx|^(?:FAILED)+$|ASSERT '.*' FAILED|"
@@ -232,7 +231,7 @@ class _Parser:
         if stripped == "# All done":
             self.footer = True
             return "structure"
-        if self.columns and _NUMBER.match(stripped.split()[0]):
+        if self.columns and NUMBER.match(stripped.split()[0]):
             return self._row(run, line, stripped.split())
         return self._message(run, number, text)
 
@@ -295,24 +294,9 @@ class _Parser:
 
     def _row(self, run: Run, line: Line, tokens: list[str]) -> str:
         number = line.number
-        if not line.complete:
-            run.warn(number, "partial last line (no newline): row not read")
+        values = read_table_row(run, line, tokens, self.columns, _COLUMNS)
+        if values is None:
             return "warned"
-        if len(tokens) != len(self.columns) or not all(map(_NUMBER.match, tokens)):
-            run.warn(
-                number,
-                f"expected {len(self.columns)} columns, found {len(tokens)}: "
-                "row not read",
-            )
-            return "warned"
-        values: dict[str, Any] = {}
-        for name, token in zip(self.columns, tokens, strict=True):
-            column = _COLUMNS.get(name)
-            if column in _INTS and not (token.isdigit() and len(token) <= 18):
-                run.warn(number, f"{name} {token[:24]!r} is not a count: row not read")
-                return "warned"
-            if column is not None:
-                values[column] = int(token) if column in _INTS else float(token)
         if "reported_bytes" not in values or "time_us" not in values:
             run.warn(number, "table without #bytes or time column: row not read")
             return "warned"
