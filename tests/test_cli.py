@@ -6,6 +6,7 @@ import json
 import shutil
 from pathlib import Path
 
+import click
 import pyarrow.parquet as pq
 import pytest
 from click.testing import CliRunner
@@ -111,9 +112,26 @@ def test_usage_error_exit_status(runner: CliRunner) -> None:
 
 
 def test_every_command_has_help(runner: CliRunner) -> None:
-    for name, command in cli.commands.items():
+    context = click.Context(cli)
+    names = cli.list_commands(context)
+    assert names == [
+        "analyze",
+        "check",
+        "compare",
+        "ideal",
+        "ingest",
+        "model",
+        "parse",
+        "profiles",
+        "report",
+    ]
+    for name in names:
+        command = cli.get_command(context, name)
+        assert command is not None
         assert command.help, name
         assert runner.invoke(cli, [name, "--help"]).exit_code == 0
+    listed = runner.invoke(cli, ["--help"]).stdout
+    assert all(f"  {name} " in listed for name in names)
 
 
 def test_ideal_reproduces_seed_003(runner: CliRunner) -> None:
