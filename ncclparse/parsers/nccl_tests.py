@@ -167,7 +167,7 @@ class _Parser:
         # Rank 0 prints the benchmark's output, so its tagged lines and untagged ones
         # (stderr, a shell) are one stream; other ranks' tagged lines are read apart.
         key = None if line.stream is None or is_rank_zero(line.stream) else line.stream
-        state = self.states.setdefault(key, _State())
+        state = self._state(key)
         text = line.text
         if text.lstrip().startswith("|"):
             text = from_markdown_table(text)
@@ -189,9 +189,15 @@ class _Parser:
         if state.run is not None and kind not in ("blank", "warned"):
             state.run.last_line = line.number  # its own lines and NCCL noise
 
+    def _state(self, key: str | None) -> _State:
+        state = self.states.get(key)
+        if state is None:  # not setdefault: that would build a _State per line
+            state = self.states[key] = _State()
+        return state
+
     def skip_noise(self, skipped: Skipped) -> None:
         """Account for plain NCCL debug lines passed over: as feed() would for noise."""
-        state = self.states.setdefault(None, _State())
+        state = self._state(None)
         self.accounting["noise"] += skipped.lines
         self._flush_unread(state)
         if state.run is not None:
