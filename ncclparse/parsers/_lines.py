@@ -51,6 +51,11 @@ def strip_prefix(text: str) -> tuple[str, str | None]:
         if tag is not None:
             stream = tag
         text = text[match.end() :]
+        if match.group("rank") is not None and "[" in text:
+            # MPICH/Intel -prepend-rank tags every write(), so a row printed in pieces
+            # carries the tag mid-line too (`-1[0]    1626.5`). A glued tag follows a
+            # non-space; NCCL's own `host:pid:tid [0]` device tag follows a space.
+            text = re.sub(rf"(?<=\S)\[{tag}\]", " ", text)
     return text, stream
 
 

@@ -190,7 +190,15 @@ def infer_ranks(run: Run) -> None:
         )
     elif collective == "all_reduce":
         feasible = _ranks_from_bus_ratio(run.rows)
-        if len(feasible) == 1:
+        launched = ranks_from_command(run.command)
+        if launched is not None and launched in feasible:
+            run.nranks = launched
+            run.warn(
+                run.first_line,
+                f"no Rank lines; nranks {launched} from the command line, consistent "
+                "with busbw/algbw",
+            )
+        elif len(feasible) == 1:
             run.nranks = feasible[0]
             run.warn(
                 run.first_line,
@@ -210,16 +218,19 @@ _MAX_RANKS = 65536
 
 def _ranks_from_bus_ratio(rows: list[dict[str, Any]]) -> list[int]:
     """Every n for which 2(n-1)/n lies within print rounding of each row's ratio."""
-    low, high = 0.0, 2.0
+    low, high, seen = 0.0, 2.0, False
     for row in rows:
         algbw, busbw = row.get("algbw_gbps"), row.get("busbw_gbps")
         if not (_finite(algbw) and _finite(busbw)) or algbw < 0.1:
             continue
+        seen = True
         # Both printed with 2 decimals: each may be off by 0.005.
         low = max(low, (busbw - 0.005) / (algbw + 0.005))
         high = min(high, (busbw + 0.005) / (algbw - 0.005))
-    if low <= 0.0 or low > high:
+    if not seen or low > high:
         return []
+    # One rank: the factor is 0 (busbw 0.00 whatever the algbw).
+    single = [1] if low <= 0.0 else []
     # 2(n-1)/n in [low, high]  <=>  2/(2-low) <= n <= 2/(2-high)
     first = max(2, math.ceil(2 / (2 - low) - 1e-9))
     last = (
@@ -227,7 +238,29 @@ def _ranks_from_bus_ratio(rows: list[dict[str, Any]]) -> list[int]:
         if high >= 2.0
         else min(_MAX_RANKS, math.floor(2 / (2 - high) + 1e-9))
     )
-    return list(range(first, last + 1))
+    return single + list(range(first, last + 1))
+
+
+_LAUNCH_COUNT = re.compile(r"(?:^|\s)(?:-np|-n|--np|--ntasks)[=\s]+(\d{1,6})\b")
+_PER_PROCESS = re.compile(r"(?:^|\s)-(?P<opt>[gt])\s+(?P<n>\d{1,4})\b")
+
+
+def ranks_from_command(command: str | None) -> int | None:
+    """Ranks a launch command starts: processes x threads (-t) x GPUs (-g), or None.
+
+    Only when the launcher states its process count (``mpirun -np``, ``srun -n``);
+    the benchmark's own options follow its ``*_perf`` binary (where -n means iters).
+    """
+    if not command or "_perf" not in command:
+        return None
+    launcher, _, benchmark = command.partition("_perf")
+    count = _LAUNCH_COUNT.search(launcher)
+    if count is None:
+        return None
+    ranks = int(count.group(1))
+    for option in _PER_PROCESS.finditer(benchmark):
+        ranks *= int(option.group("n"))
+    return ranks
 
 
 def infer_nodes_from_elided(run: Run, device_index: dict[int, int]) -> None:

@@ -25,7 +25,14 @@ RANK = re.compile(
     r"^Rank\s+(?P<rank>\d{1,6})\s+(?:Group\s+\d+\s+)?(?:Pid\s+\d+\s+)?on\s+(?P<host>\S+)\s+"
     r"device\s+(?P<dev>\d{1,6})\s+\[[^\]]*\]\s?(?P<name>.*)$"
 )
-CUT_RANK = re.compile(r"^Rank\s+(\d{1,6})\s+\S")  # bounded: ranks fill lists
+# A Rank line cut by the end of input; the host only when it is complete (bounded:
+# ranks fill lists).
+CUT_RANK = re.compile(
+    r"^Rank\s+(?P<rank>\d{1,6})\s+\S(?:.*?\bon\s+(?P<host>\S+)\s+device\b)?"
+)
+CUT_OWN = re.compile(r"^[\s\d#]")  # how cut rows and (`#`-stripped) tool lines start
+# mscclpp-test prints nccl-tests' preamble and Rank lines, then its own table.
+LOOKALIKE = re.compile(r"MSCCL\+\+|^#?\s*minBytes \d")
 VERSION = re.compile(
     r"^nccl-tests version (?P<v>\S+)(?:.*nccl-library=(?P<lib>\d{1,9})\b)?"
 )
@@ -111,19 +118,29 @@ def from_markdown_table(text: str) -> str:
 
 
 def sniff(head: Sequence[Line]) -> bool:
-    """True when the head holds nccl-tests structure or rows of its table layout."""
+    """True when the head holds nccl-tests structure or rows of its table layout.
+
+    Rank lines alone do not decide: look-alikes (mscclpp-test) print them too.
+    """
     rows = 0
+    ranks = False
     for line in head:
         text = line.text
         if text.lstrip().startswith("|"):
             text = from_markdown_table(text)
         body = text.strip().lstrip("#").strip()
+        if LOOKALIKE.search(text):
+            return False
         if PARAMS.match(body) or VERSION.match(body) or STARTING.match(body):
             return True
-        if RANK.match(body) or is_names_line(body.split()):
+        if is_names_line(body.split()):
             return True
-        if ROW_START.match(text) and layout_from_row(text.split()) is not None:
-            rows += 1
-            if rows >= 2 or not line.complete:
+        ranks = ranks or RANK.match(body) is not None
+        if ROW_START.match(text):
+            if GLUED_NOISE.search(text):  # a row cut by NCCL's own output
                 return True
-    return rows > 0
+            if layout_from_row(text.split()) is not None:
+                rows += 1
+                if rows >= 2 or not line.complete:
+                    return True
+    return rows > 0 or ranks

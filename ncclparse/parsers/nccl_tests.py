@@ -38,6 +38,7 @@ from ._nccl_lines import (
     BINARY,
     BINARY_NAMES,
     COMPILED,
+    CUT_OWN,
     CUT_RANK,
     FAILURE,
     GLUED_NOISE,
@@ -96,6 +97,7 @@ class _Parser:
         self.states: dict[str | None, _State] = {}
         self.accounting: Counter[str] = Counter()
         self.pending_command: tuple[int, str] | None = None
+        self.pending_version: re.Match[str] | None = None
 
     # --- runs -------------------------------------------------------------------
     def _open(self, state: _State, line: int) -> Run:
@@ -106,6 +108,9 @@ class _Parser:
             run.first_line, command = self.pending_command
             self._set_command(run, command)
             self.pending_command = None
+        if self.pending_version is not None:
+            _set_library(run, self.pending_version)
+            self.pending_version = None
         state.run, state.phase, state.openers = run, "preamble", set()
         state.layout, state.placements, state.old_keys = None, None, None
         state.device_index, state.elided = {}, False
@@ -172,11 +177,16 @@ class _Parser:
         if text.lstrip().startswith("|"):
             text = from_markdown_table(text)
         kind = self._classify(state, line, text)
+        own = kind not in ("blank", "warned")  # the run's lines, NCCL noise included
         if kind == "warned" and not line.complete and state.run is not None:
             # A Rank line cut by the end of input still proves that rank exists.
             cut = CUT_RANK.match(text.strip().lstrip("#").strip())
             if cut is not None and state.phase == "preamble":
-                _grow(state.run, int(cut.group(1)))
+                rank = int(cut.group("rank"))
+                _grow(state.run, rank)
+                state.run.hosts[rank] = cut.group("host")
+            # A cut row, Rank or `#` line is the run's; other text (prose) is not.
+            own = cut is not None or CUT_OWN.match(text) is not None
             self._current(state, line.number).warn(
                 line.number, "last line cut off by the end of input"
             )
@@ -186,8 +196,8 @@ class _Parser:
             state.unread.append(line.number)
         elif kind != "blank":
             self._flush_unread(state)
-        if state.run is not None and kind not in ("blank", "warned"):
-            state.run.last_line = line.number  # its own lines and NCCL noise
+        if state.run is not None and own:
+            state.run.last_line = line.number
 
     def _state(self, key: str | None) -> _State:
         state = self.states.get(key)
@@ -230,10 +240,10 @@ class _Parser:
             return "noise"
         if maybe_noise(stripped) and is_noise(stripped):
             version = NCCL_VERSION.search(stripped)
-            if version and state.run is not None and state.run.library_version is None:
-                state.run.library_version = version.group("v")
-                if version.group("lib") == "RCCL":
-                    state.run.tool = "rccl-tests"
+            if version and state.run is None:
+                self.pending_version = version  # printed before the run's first line
+            elif version and state.run.library_version is None:
+                _set_library(state.run, version)
             return "noise"
         return self._structure(state, line, body, stripped)
 
@@ -512,6 +522,13 @@ def _split_copies(run: Run, state: _State) -> list[Run]:
     for row in rows:
         del row["_copy"]
     return runs
+
+
+def _set_library(run: Run, version: re.Match[str]) -> None:
+    """Take the NCCL/RCCL version from NCCL's banner (RCCL's means rccl-tests)."""
+    run.library_version = version.group("v")
+    if version.group("lib") == "RCCL":
+        run.tool = "rccl-tests"
 
 
 def _grow(run: Run, rank: int) -> None:
