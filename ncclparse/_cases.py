@@ -6,6 +6,7 @@ Shared by :mod:`ncclparse.check` (thresholds, history, hosts) and
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -26,7 +27,7 @@ __all__ = [
 Status = Literal["pass", "fail", "skip"]
 SERIES_KEYS = ("source", "run", "tool", *SHAPE_KEYS)
 SHOWN = 5  # sizes spelled out in one message; the rest are counted
-FORMAT = {
+FORMAT: dict[str, Callable[[float | None], str]] = {
     "efficiency": format_percent,
     "busbw_gbps": format_gbps,
     "time_us": format_time_us,

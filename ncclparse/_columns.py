@@ -2,54 +2,71 @@
 
 from __future__ import annotations
 
+from typing import Any, TypeVar, cast
+
 import numpy as np
+import numpy.typing as npt
 import pyarrow as pa
 import pyarrow.compute as pc
+
+_ArrowT = TypeVar("_ArrowT", bound="pa.Array[Any] | pa.ChunkedArray[Any]")
+
+
+def fill_null(values: _ArrowT, fill: float | str) -> _ArrowT:
+    """``pc.fill_null(values, fill)`` with a Python fill value (cast to the type)."""
+    # pyarrow-stubs declare fill_null as an alias of coalesce, which only takes Arrow
+    # arrays and scalars; pc.fill_null itself wraps a Python value with pa.scalar()
+    # and returns the same kind of array as ``values``.
+    filled = pc.fill_null(values, fill)  # type: ignore[type-var]
+    return cast(_ArrowT, filled)
 
 
 def num(table: pa.Table, name: str) -> np.ndarray:
     column = table.column(name).cast(pa.float64())
-    return pc.fill_null(column, np.nan).to_numpy()
+    return fill_null(column, np.nan).to_numpy()
 
 
 def flag(table: pa.Table, name: str) -> np.ndarray:
-    return pc.fill_null(table.column(name), False).to_numpy().astype(bool)
+    return fill_null(table.column(name), False).to_numpy().astype(bool)
 
 
 def strings(table: pa.Table, name: str) -> np.ndarray:
-    return np.asarray(
-        pc.fill_null(table.column(name), "").to_numpy(zero_copy_only=False)
-    )
+    return np.asarray(fill_null(table.column(name), "").to_numpy(zero_copy_only=False))
 
 
 def codes(table: pa.Table, name: str, vocabulary: tuple[str, ...]) -> np.ndarray:
     """1-based index of each value in ``vocabulary``, 0 for null or unknown."""
     found = pc.index_in(table.column(name), value_set=pa.array(vocabulary))
-    return pc.fill_null(found, -1).to_numpy().astype(np.int64) + 1
+    return fill_null(found, -1).to_numpy().astype(np.int64) + 1
 
 
 def masked(values: np.ndarray, valid: np.ndarray) -> np.ndarray:
     return np.where(valid, values.astype(np.float64), np.nan)
 
 
-def floats(values: np.ndarray) -> pa.Array:
+def floats(values: np.ndarray) -> pa.Array[Any]:
     values = np.asarray(values, dtype=np.float64)
     return pa.array(values, mask=~np.isfinite(values), type=pa.float64())
 
 
-def bools(values: np.ndarray) -> pa.Array:
+def bools(values: np.ndarray) -> pa.Array[Any]:
     return pa.array(values > 0, mask=np.isnan(values), type=pa.bool_())
 
 
-def labels(codes: np.ndarray, names: tuple[str, ...]) -> pa.Array:
-    indices = pa.array(np.asarray(codes, dtype=np.int64), mask=np.asarray(codes) < 0)
+def labels(codes: np.ndarray, names: tuple[str, ...]) -> pa.Array[Any]:
+    indices = pa.array(
+        np.asarray(codes, dtype=np.int64), mask=np.asarray(codes) < 0, type=pa.int64()
+    )
     return pa.array(names, type=pa.string()).take(indices)
 
 
-def dictionary_codes(column: pa.ChunkedArray) -> tuple[np.ndarray, int]:
+def dictionary_codes(
+    column: pa.ChunkedArray[Any],
+) -> tuple[npt.NDArray[np.int64], int]:
     """Codes 1.. of each distinct value in first-seen order (0 for null), and their
     count."""
     array = column.combine_chunks() if column.num_chunks else pa.array([], column.type)
-    encoded = pc.dictionary_encode(array)
-    codes = pc.fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False) + 1
+    # The stubs return the input's type; dictionary_encode returns a DictionaryArray.
+    encoded = cast("pa.DictionaryArray[Any, Any]", pc.dictionary_encode(array))
+    codes = fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False) + 1
     return codes.astype(np.int64), len(encoded.dictionary) + 1

@@ -6,6 +6,8 @@ Rows and fits carry a bit set of these reasons; :func:`note_strings` turns it in
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 
@@ -47,11 +49,13 @@ NOTES = (
 ) = (1 << i for i in range(len(NOTES)))
 
 
-def note_strings(reasons: np.ndarray) -> pa.Array:
+def note_strings(reasons: np.ndarray) -> pa.Array[Any]:
     """The text of each bit set in ``reasons`` joined by "; " (null for none)."""
     unique, inverse = np.unique(reasons, return_inverse=True)
     texts = [
         "; ".join(t for bit, t in enumerate(NOTES) if int(u) >> bit & 1) or None
         for u in unique
     ]
-    return pa.array(texts, type=pa.string()).take(pa.array(inverse.astype(np.int64)))
+    return pa.array(texts, type=pa.string()).take(
+        pa.array(inverse.astype(np.int64), type=pa.int64())
+    )

@@ -13,8 +13,10 @@ typical, 0.5 means twice as slow. A host's deficit is 1 - (mean score of runs wi
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 
 from .history import key_text
@@ -88,9 +90,14 @@ def run_scores(measurements: pa.Table, runs: pa.Table) -> tuple[RunScore, ...]:
         & ~measurements["cputime"].to_pandas()
     )
     frame = frame[usable]
-    frame = frame.groupby(
-        [*_SHAPE, "source", "run", "size_bytes"], as_index=False, sort=False
-    )["time_us"].median()
+    # as_index=False gives a DataFrame; pandas-stubs type every SeriesGroupBy result
+    # as a Series.
+    frame = cast(
+        pd.DataFrame,
+        frame.groupby(
+            [*_SHAPE, "source", "run", "size_bytes"], as_index=False, sort=False
+        )["time_us"].median(),
+    )
     shape = list(_SHAPE)
     frame["run_id"] = frame["source"] + "#" + frame["run"].astype(str)
     frame["runs_in_shape"] = frame.groupby(shape)["run_id"].transform("nunique")
@@ -105,10 +112,12 @@ def run_scores(measurements: pa.Table, runs: pa.Table) -> tuple[RunScore, ...]:
     large = frame[frame["size_bytes"] >= cut]
     scores = large.groupby(["source", "run"])["log_ratio"].mean().map(np.exp)
     hosts = _hosts_by_run(runs)
-    return tuple(
-        RunScore(source, int(run), float(score), hosts.get((source, int(run)), ()))
-        for (source, run), score in scores.items()
-    )
+    found = []
+    for key, score in scores.items():
+        source, run = cast("tuple[str, int]", key)  # the (source, run) group key
+        run = int(run)
+        found.append(RunScore(source, run, float(score), hosts.get((source, run), ())))
+    return tuple(found)
 
 
 def blame(scores: tuple[RunScore, ...], policy: BlamePolicy) -> tuple[HostScore, ...]:
@@ -150,11 +159,12 @@ def blame(scores: tuple[RunScore, ...], policy: BlamePolicy) -> tuple[HostScore,
 
 
 def _hosts_by_run(runs: pa.Table) -> dict[tuple[str, int], tuple[str, ...]]:
-    found = {}
+    found: dict[tuple[str, int], tuple[str, ...]] = {}
+    # The runs schema makes source, run and hosts non-nullable (host items may be null).
     for source, run, hosts in zip(
-        runs["source"].to_pylist(),
-        runs["run"].to_pylist(),
-        runs["hosts"].to_pylist(),
+        cast("list[str]", runs["source"].to_pylist()),
+        cast("list[int]", runs["run"].to_pylist()),
+        cast("list[list[str | None]]", runs["hosts"].to_pylist()),
         strict=True,
     ):
         found[(source, run)] = tuple(dict.fromkeys(h for h in hosts if h))

@@ -14,10 +14,11 @@ from __future__ import annotations
 import datetime as dt
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
 from ._cases import FORMAT, SERIES_KEYS, Case, Finding, Status, context, sizes
 from .api import ParseResult
@@ -89,7 +90,7 @@ def check(
     return CheckResult(tuple(cases), ranked, analysis.assumptions, analysis.rows)
 
 
-def _frame(rows: Any) -> pd.DataFrame:
+def _frame(rows: pa.Table) -> pd.DataFrame:
     wanted = [
         *SERIES_KEYS,
         "size_bytes",
@@ -173,7 +174,11 @@ def _history_case(
     series = dict(zip(SERIES_KEYS, ctx["key"], strict=True))
     findings, checked, thin, missing = [], 0, 0, []
     for row in usable.itertuples():
-        index = (*(series[k] for k in BASELINE_KEYS[:-1]), row.size_bytes)
+        # The aggregation above: int64 size_bytes (never null), float64 medians.
+        size_bytes = cast(int, row.size_bytes)
+        time_us = cast(float, row.time_us)
+        busbw_gbps = cast(float, row.busbw_gbps)
+        index = (*(series[k] for k in BASELINE_KEYS[:-1]), size_bytes)
         if index not in base.index:
             continue
         b = base.loc[index]
@@ -181,18 +186,18 @@ def _history_case(
             thin += 1
             continue
         checked += 1
-        if row.regime == "bandwidth-bound" and np.isfinite(row.busbw_gbps):
+        if row.regime == "bandwidth-bound" and np.isfinite(busbw_gbps):
             allowed = max(
                 policy.mad_k * 1.4826 * b["busbw_mad"],
                 policy.min_drop * b["busbw_median"],
             )
             limit = b["busbw_median"] - allowed
-            if row.busbw_gbps < limit:
+            if busbw_gbps < limit:
                 findings.append(
                     Finding(
-                        row.size_bytes,
+                        size_bytes,
                         "busbw_gbps",
-                        row.busbw_gbps,
+                        busbw_gbps,
                         limit,
                         float(b["busbw_median"]),
                     )
@@ -203,12 +208,12 @@ def _history_case(
                 policy.min_rise * b["time_median"],
             )
             limit = b["time_median"] + allowed
-            if row.time_us > limit:
+            if time_us > limit:
                 findings.append(
                     Finding(
-                        row.size_bytes,
+                        size_bytes,
                         "time_us",
-                        row.time_us,
+                        time_us,
                         limit,
                         float(b["time_median"]),
                     )
@@ -217,7 +222,8 @@ def _history_case(
     # short ("Reducing maxBytes") must not pass on the sizes it still has.
     if len(base):
         prefix = tuple(series[k] for k in BASELINE_KEYS[:-1])
-        same_series = base.index.droplevel(-1) == prefix
+        # baselines() indexes by BASELINE_KEYS: a MultiIndex (the stubs say Index).
+        same_series = cast(pd.MultiIndex, base.index).droplevel(-1) == prefix
         wanted = base[same_series & (base["runs"] >= policy.min_runs).to_numpy()]
         have = set(usable["size_bytes"])
         missing = sorted(

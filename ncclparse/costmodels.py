@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import math
 import re
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from .errors import ProfileError
@@ -121,7 +122,7 @@ def _clog2(p: int) -> int:
 # (latency steps, bandwidth multiplier of n/beta) as functions of P, per seed 000's
 # summary table; "direct" is send/recv (seed 000 "Point-to-Point", seed 002 "The
 # Model").
-_TERMS = {
+_TERMS: dict[tuple[str, str], Callable[[int], tuple[int, float]]] = {
     ("sendrecv", "direct"): lambda p: (1, 1.0),
     ("broadcast", "tree"): lambda p: (_clog2(p), float(_clog2(p))),
     ("reduce", "tree"): lambda p: (_clog2(p), float(_clog2(p))),

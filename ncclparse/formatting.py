@@ -24,7 +24,8 @@ MISSING = "\u2013"  # en dash: reads as "no value", unlike 0 or a blank cell
 _BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
 
 
-def _missing(value: float | None) -> bool:
+def _missing(value: object) -> bool:
+    # ``object``, not ``float | None``: ints reach here too (mypy treats int as float).
     return value is None or (isinstance(value, float) and math.isnan(value))
 
 

@@ -30,6 +30,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, cast
 
 import pandas as pd
 import pyarrow as pa
@@ -38,6 +39,7 @@ import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
 from . import schema
+from ._columns import fill_null
 from .api import ParseResult
 from .efficiency import bandwidth_columns
 from .errors import InputError, NcclParseError
@@ -55,7 +57,7 @@ __all__ = [
     "source_keys",
 ]
 
-HISTORY_FIELDS: tuple[pa.Field, ...] = (
+HISTORY_FIELDS: tuple[pa.Field[pa.DataType], ...] = (
     pa.field("hosts", pa.list_(pa.string())),
     pa.field("status", pa.string()),
     pa.field("tags", pa.map_(pa.string(), pa.string())),
@@ -65,7 +67,7 @@ HISTORY_FIELDS: tuple[pa.Field, ...] = (
 )
 HISTORY_SCHEMA = pa.schema(
     [*schema.MEASUREMENTS_SCHEMA, *HISTORY_FIELDS],
-    metadata=schema.MEASUREMENTS_SCHEMA.metadata,
+    metadata=schema.arrow_metadata(schema.MEASUREMENTS_SCHEMA.metadata),
 )
 # What makes two rows the same series for a baseline (schema.md names); tags are
 # matched separately. Hosts are deliberately not part of it: a pairwise test meets a
@@ -176,7 +178,7 @@ def read_history(directory: Path, *, tags: Mapping[str, str] | None = None) -> p
         return table
     for key, value in (tags or {}).items():
         found = pc.list_element(pc.map_lookup(table["tags"], key, "all"), 0)
-        table = table.filter(pc.fill_null(pc.equal(found, value), False))
+        table = table.filter(fill_null(pc.equal(found, pa.scalar(value)), False))
     return _dedupe(table)
 
 
@@ -212,10 +214,10 @@ def baselines(
             "run": history["run"].to_pandas(),
             "status": history["status"].to_pandas(),
             "bad": (
-                pc.fill_null(
+                fill_null(
                     pc.and_(
-                        pc.equal(history["wrong_kind"], "count"),
-                        pc.greater(history["wrong"], 0),
+                        pc.equal(history["wrong_kind"], pa.scalar("count")),
+                        pc.greater(history["wrong"], pa.scalar(0)),
                     ),
                     False,
                 ).to_pandas()
@@ -257,7 +259,7 @@ def baselines(
     return out
 
 
-def key_text(column: pa.ChunkedArray | pa.Array) -> pd.Series:
+def key_text(column: pa.ChunkedArray[Any] | pa.Array[Any]) -> pd.Series[str]:
     """A key column as text with "" for null, the same for every table.
 
     Through pandas, an int column with a null becomes float ("16.0"); cast in Arrow,
@@ -265,8 +267,8 @@ def key_text(column: pa.ChunkedArray | pa.Array) -> pd.Series:
     (candidate, history) compare equal.
     """
     if pa.types.is_string(column.type):
-        return pc.fill_null(column, "").to_pandas()
-    return pc.fill_null(pc.cast(column, pa.string()), "").to_pandas()
+        return fill_null(column, "").to_pandas()
+    return fill_null(pc.cast(column, pa.string()), "").to_pandas()
 
 
 def _mad(values: pd.Series) -> float:
@@ -305,7 +307,8 @@ def _rows(
         "status", picked["status"]
     )
     n = joined.num_rows
-    key_of = pa.array([keys[s] for s in joined["source"].to_pylist()], pa.string())
+    sources_of = cast("list[str]", joined["source"].to_pylist())  # never null
+    key_of = pa.array([keys[s] for s in sources_of], pa.string())
     extra = {
         "tags": pa.array([list(tags.items())] * n, HISTORY_SCHEMA.field("tags").type),
         "ingest_key": key_of,
@@ -324,7 +327,7 @@ def _present_keys(directory: Path) -> set[str]:
         found = _dataset(directory).to_table(columns=["ingest_key"])["ingest_key"]
     except (OSError, pa.ArrowInvalid) as exc:
         raise InputError(f"{directory}: cannot read history: {exc}") from exc
-    return set(pc.unique(found).to_pylist())
+    return set(cast("list[str]", pc.unique(found).to_pylist()))  # never null
 
 
 def _dataset(directory: Path) -> ds.Dataset:
@@ -345,14 +348,18 @@ def _dedupe(table: pa.Table) -> pa.Table:
     if len(first) == len(ingests):
         return table
     wanted = pa.array((first["key"] + "/" + first["id"]).tolist(), pa.string())
-    pair = pc.binary_join_element_wise(table["ingest_key"], table["ingest_id"], "/")
+    # pyarrow-stubs want all arrays or all scalars; Arrow broadcasts the separator.
+    pair = pc.binary_join_element_wise(  # type: ignore[call-overload]
+        table["ingest_key"], table["ingest_id"], "/"
+    )
     return table.filter(pc.is_in(pair, wanted))
 
 
 def _rows_digest(result: ParseResult, name: str) -> str:
     digest = hashlib.sha256()
     for table in (result.runs, result.measurements):
-        part = table.filter(pc.equal(table["source"], name)).drop_columns(["source"])
+        same = pc.equal(table["source"], pa.scalar(name))
+        part = table.filter(same).drop_columns(["source"])
         for row in part.to_pylist():
             digest.update(repr(sorted(row.items())).encode())
     return "rows-" + digest.hexdigest()

@@ -22,7 +22,7 @@ import math
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import ParamSpec
+from typing import NotRequired, ParamSpec, TypedDict
 
 import matplotlib as mpl
 import numpy as np
@@ -30,6 +30,7 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
+from matplotlib.typing import RcKeyType
 
 from .formatting import format_bytes, format_time_us
 
@@ -46,7 +47,18 @@ __all__ = [
 _COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")
 _MARKERS = ("o", "s", "^", "D", "v", "P", "X")
 _DASHES = ("-", "--", "-.", ":")
-_PLACEMENT_STYLE = {
+
+
+class _LineStyle(TypedDict):
+    """Keyword arguments of Axes.plot for one placement's line."""
+
+    color: str
+    marker: str
+    linestyle: str
+    markerfacecolor: NotRequired[str]
+
+
+_PLACEMENT_STYLE: dict[str, _LineStyle] = {
     "out-of-place": {"color": _COLORS[0], "marker": "o", "linestyle": "-"},
     # Hollow markers: in-place often lies exactly on out-of-place, which shows through.
     "in-place": {
@@ -56,7 +68,7 @@ _PLACEMENT_STYLE = {
         "markerfacecolor": "none",
     },
 }
-_RC = {
+_RC: dict[RcKeyType, object] = {
     "svg.hashsalt": "ncclparse",
     # Text stays text: a quarter of the bytes of outlined glyphs, and selectable.
     "svg.fonttype": "none",

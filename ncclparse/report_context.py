@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
@@ -27,6 +27,7 @@ from .efficiency import Analysis, analyze
 from .hardware import HardwareProfile
 from .report_checks import CheckSummary, RunLink, check_summary
 from .report_facts import (
+    HardwareOptions,
     Message,
     ProfileInfo,
     failure_message,
@@ -210,7 +211,7 @@ def build_context(
     """
     from . import __version__
 
-    hardware = {
+    hardware: HardwareOptions = {
         "intra_bw": intra_bw,
         "inter_bw": inter_bw,
         "gpus_per_node": gpus_per_node,
@@ -423,7 +424,7 @@ def _overlay(comparison: tuple[ComparisonRow, ...]) -> Chart:
     )
 
 
-def _size_row(row: dict[str, Any], stripe: bool) -> SizeRow:
+def _size_row(row: Mapping[Hashable, Any], stripe: bool) -> SizeRow:
     gaps = {
         "hardware latency": _number(row["gap_hw_latency_us"]),
         "software latency": _number(row["gap_latency_us"]),

@@ -9,12 +9,13 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypedDict, cast
 
 from .api import ParseResult
 from .hardware import HardwareProfile, resolve_profile
 
 __all__ = [
+    "HardwareOptions",
     "Message",
     "ProfileInfo",
     "failure_message",
@@ -24,6 +25,14 @@ __all__ = [
 ]
 
 _LINE_PREFIX = re.compile(r"^line (\d+): ")
+
+
+class HardwareOptions(TypedDict):
+    """The hardware overrides ``analyze`` and ``resolve_profile`` take as keywords."""
+
+    intra_bw: str | float | None
+    inter_bw: str | float | None
+    gpus_per_node: int | None
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,12 +88,16 @@ def _tally(values: list[str], limit: int = 8) -> str:
 
 def run_messages(run: dict[str, Any]) -> tuple[Message, ...]:
     found = []
-    for level, key in (("error", "errors"), ("warning", "warnings")):
+    levels: tuple[tuple[Literal["error", "warning"], str], ...] = (
+        ("error", "errors"),
+        ("warning", "warnings"),
+    )
+    for level, key in levels:
         for text in run[key]:
             match = _LINE_PREFIX.match(text)
             line = int(match.group(1)) if match else None
             body = text[match.end() :] if match else text
-            found.append(Message(level, run["source"], line, body))  # type: ignore[arg-type]
+            found.append(Message(level, run["source"], line, body))
     return tuple(found)
 
 
@@ -95,15 +108,17 @@ def failure_message(exc: Exception) -> Message:
 
 
 def used_profiles(
-    result: ParseResult, profile: HardwareProfile | str | None, hardware: dict[str, Any]
+    result: ParseResult,
+    profile: HardwareProfile | str | None,
+    hardware: HardwareOptions,
 ) -> tuple[ProfileInfo, ...]:
     """The profiles the ideal was judged against (as ``analyze`` resolves them)."""
     if profile is not None:
         candidates = [resolve_profile(profile, **hardware)[0]]
     else:
-        devices = sorted(
-            set(result.measurements.column("device").drop_null().to_pylist())
-        )
+        # device is a string column and its nulls are dropped: only str remain.
+        names = result.measurements.column("device").drop_null().to_pylist()
+        devices = sorted(set(cast("list[str]", names)))
         candidates = [
             resolve_profile(None, device_name=d, **hardware)[0] for d in devices
         ]

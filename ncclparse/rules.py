@@ -237,7 +237,8 @@ def _rule(item: Any, index: int) -> Rule:
         None if item.get(k) is None else _size(item[k], f"{where} {k}")
         for k in ("size_min", "size_max")
     ]
-    if None not in sizes and sizes[0] > sizes[1]:  # type: ignore[operator]
+    low, high = sizes
+    if low is not None and high is not None and low > high:
         raise RulesError(f"{where}: size_min is above size_max")
     return Rule(
         name=name,

@@ -22,7 +22,7 @@ from .errors import SchemaError
 SCHEMA_VERSION = 1
 VERSION_KEY = b"ncclparse.schema_version"
 
-MEASUREMENT_FIELDS: tuple[pa.Field, ...] = (
+MEASUREMENT_FIELDS: tuple[pa.Field[pa.DataType], ...] = (
     pa.field("source", pa.string(), nullable=False),
     pa.field("run", pa.int32(), nullable=False),
     pa.field("line", pa.int64(), nullable=False),
@@ -63,7 +63,7 @@ MEASUREMENT_FIELDS: tuple[pa.Field, ...] = (
     pa.field("grouped", pa.bool_(), nullable=False),
 )
 
-RUN_FIELDS: tuple[pa.Field, ...] = (
+RUN_FIELDS: tuple[pa.Field[pa.DataType], ...] = (
     pa.field("source", pa.string(), nullable=False),
     pa.field("run", pa.int32(), nullable=False),
     pa.field("tool", pa.string(), nullable=False),
@@ -94,7 +94,13 @@ RUN_FIELDS: tuple[pa.Field, ...] = (
     ),  # OK / FAILED after the average (NCCL_TESTS_MIN_BW)
 )
 
-_METADATA = {VERSION_KEY: str(SCHEMA_VERSION).encode()}
+
+def arrow_metadata(*parts: Mapping[bytes, bytes]) -> dict[bytes | str, bytes | str]:
+    """``parts`` merged (later wins), typed as pa.schema() wants its metadata."""
+    return {key: value for part in parts for key, value in part.items()}
+
+
+_METADATA = arrow_metadata({VERSION_KEY: str(SCHEMA_VERSION).encode()})
 MEASUREMENTS_SCHEMA = pa.schema(MEASUREMENT_FIELDS, metadata=_METADATA)
 RUNS_SCHEMA = pa.schema(RUN_FIELDS, metadata=_METADATA)
 MEASUREMENT_COLUMNS = tuple(f.name for f in MEASUREMENT_FIELDS)
@@ -206,7 +212,7 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
     ordered = table.select([*schema.names, *extra])
     target = pa.schema(
         [*schema, *(ordered.schema.field(name) for name in extra)],
-        metadata={**meta, **schema.metadata},
+        metadata=arrow_metadata(meta, schema.metadata),
     )
     return ordered.cast(target)
 

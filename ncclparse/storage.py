@@ -97,7 +97,8 @@ def batch_writer(
         finally:
             parquet.close()
     elif fmt == "arrow":
-        with pa.ipc.new_file(handle, schema) as ipc:
+        # pyarrow-stubs accept only IOBase, not typing.IO; any binary file object works.
+        with pa.ipc.new_file(handle, schema) as ipc:  # type: ignore[arg-type]
             yield ipc.write_batch
     elif fmt == "csv":
         with pa_csv.CSVWriter(handle, _flat(schema.empty_table()).schema) as csv:
@@ -180,7 +181,7 @@ def _umask() -> int:
 
 def _flat(table: pa.Table) -> pa.Table:
     """CSV holds no lists or maps: render those columns as JSON text."""
-    columns = []
+    columns: list[pa.Array[Any] | pa.ChunkedArray[Any]] = []
     for field, column in zip(table.schema, table.columns, strict=True):
         if pa.types.is_map(field.type):
             values = [json.dumps(dict(v or ())) for v in column.to_pylist()]

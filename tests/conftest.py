@@ -3,12 +3,20 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
+import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
 FIXTURES = Path(__file__).parent / "fixtures"
 NCCL_LOGS = sorted((FIXTURES / "nccl").glob("*.log"))
+
+
+def string_lists(table: pa.Table, name: str) -> list[list[str]]:
+    """A non-null list<string> column (errors, warnings) as Python lists."""
+    # to_pylist() is typed list[Any | None]; the runs schema makes these non-null.
+    return cast("list[list[str]]", table.column(name).to_pylist())
 
 
 @pytest.fixture

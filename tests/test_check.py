@@ -3,24 +3,34 @@
 from __future__ import annotations
 
 import io
+from typing import TypedDict
 
 import pyarrow as pa
 
 import ncclparse
 from ncclparse import history
-from ncclparse.check import check
+from ncclparse._cases import Case
+from ncclparse.check import CheckResult, check
 from ncclparse.rules import DEFAULT_RULES, Rule, Rules, rules_from_mapping
 from tests import _derive as derive
 from tests.conftest import FIXTURES
 
-A3_MEGA = {"profile": "h100", "inter_bw": "200GB/s"}
+
+class _Hardware(TypedDict):
+    """The analyze() profile options these tests pass."""
+
+    profile: str
+    inter_bw: str
+
+
+A3_MEGA: _Hardware = {"profile": "h100", "inter_bw": "200GB/s"}
 
 
 def _parse(text: str, name: str = "derived.log") -> ncclparse.ParseResult:
     return ncclparse.parse(io.StringIO(text), name=name)
 
 
-def _by_rule(result, rule: str):  # type: ignore[no-untyped-def]
+def _by_rule(result: CheckResult, rule: str) -> list[Case]:
     return [c for c in result.cases if c.rule == rule]
 
 

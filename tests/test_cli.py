@@ -36,7 +36,9 @@ def test_parse_writes_parquet_and_runs(runner: CliRunner, tmp_path: Path) -> Non
     assert (
         table.schema.remove_metadata() == schema.MEASUREMENTS_SCHEMA.remove_metadata()
     )
-    assert pq.read_table(runs).column("hosts").to_pylist()[0][8] == "ztan-mig-gq73"
+    hosts = pq.read_table(runs).column("hosts").to_pylist()[0]
+    assert hosts is not None
+    assert hosts[8] == "ztan-mig-gq73"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.parquet", "r.parquet"]
 
 

@@ -14,6 +14,7 @@ import json
 import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
@@ -34,7 +35,9 @@ _PROM_META = re.compile(r"^# (HELP [a-zA-Z_:][a-zA-Z0-9_:]* .*|TYPE [a-zA-Z_:]"
                         r"[a-zA-Z0-9_:]* (counter|gauge|histogram|summary|untyped))$")  # fmt: skip
 
 
-def _check(runner: CliRunner, tmp_path: Path, *args: str) -> tuple[Result, dict]:
+def _check(
+    runner: CliRunner, tmp_path: Path, *args: str
+) -> tuple[Result, dict[str, Any]]:
     """Run check with every machine output; validate them; return the JSON."""
     out = {k: tmp_path / f"out.{k}" for k in ("xml", "json", "prom", "md")}
     result = runner.invoke(
@@ -55,12 +58,14 @@ def _check(runner: CliRunner, tmp_path: Path, *args: str) -> tuple[Result, dict]
     return result, document
 
 
-def _valid_junit(text: str, document: dict) -> None:
+def _valid_junit(text: str, document: dict[str, Any]) -> None:
     root = ET.fromstring(text.encode())
     cases = root.findall("./testsuite/testcase")
     assert len(cases) == len(document["cases"]) == int(root.get("tests", "-1"))
     failures = root.findall("./testsuite/testcase/failure")
-    assert len(failures) == document["summary"]["fail"] == int(root.get("failures"))
+    assert (
+        len(failures) == document["summary"]["fail"] == int(root.get("failures", "-1"))
+    )
     for failure in failures:
         assert failure.text
         assert failure.get("message")
@@ -78,7 +83,7 @@ def _valid_prometheus(text: str) -> None:
             assert re.split(r"[{ ]", line)[0] in typed, line
 
 
-def _failed(document: dict, rule: str) -> list[dict]:
+def _failed(document: dict[str, Any], rule: str) -> list[dict[str, Any]]:
     return [c for c in document["cases"] if c["rule"] == rule and c["status"] == "fail"]
 
 
@@ -184,7 +189,7 @@ def _pairwise(tmp_path: Path, slow: str) -> list[str]:
     """Derived: the 2-node log renamed to every pair of 5 hosts (10 runs). Runs that
     include ``slow`` take 1.6x as long from 1 MiB up; the others get +-1.5 % jitter."""
     hosts = [f"node0{i}" for i in range(1, 6)]
-    paths = []
+    paths: list[str] = []
     for i, a in enumerate(hosts):
         for b in hosts[i + 1 :]:
             text = derive.rename_hosts(

@@ -12,6 +12,7 @@ import errno
 import os
 import shutil
 from pathlib import Path
+from typing import IO, Any
 
 import pyarrow.csv as pa_csv
 import pytest
@@ -105,10 +106,12 @@ def test_unreadable_input_simulated(
     shutil.copy(GOOD[0], locked)
     real_open = Path.open
 
-    def deny(self: Path, *args: object, **kwargs: object):  # type: ignore[no-untyped-def]
+    def deny(self: Path, *args: Any, **kwargs: Any) -> IO[Any]:
+        # Any: the arguments go through to Path.open unchanged, whatever its overload.
         if self.name == locked.name:
             raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(self))
-        return real_open(self, *args, **kwargs)  # type: ignore[arg-type]
+        opened: IO[Any] = real_open(self, *args, **kwargs)
+        return opened
 
     monkeypatch.setattr(Path, "open", deny)
     out = tmp_path / "m.csv"

@@ -6,6 +6,7 @@ import io
 import json
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 import ncclparse
@@ -22,7 +23,7 @@ from tests import _derive as derive
 GIB = 2**30
 
 
-def _table(text: str):  # type: ignore[no-untyped-def]
+def _table(text: str) -> pa.Table:
     return ncclparse.parse(io.StringIO(text), name="x.log").measurements
 
 

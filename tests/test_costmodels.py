@@ -6,6 +6,8 @@ what its own formula and figures give, the test asserts the formula's value and 
 
 from __future__ import annotations
 
+from typing import TypedDict
+
 import pytest
 
 from ncclparse import costmodels as cm
@@ -298,7 +300,37 @@ def test_seed002_point_to_point_and_breakdown() -> None:
 
 # --- seed 004: Aurora data-path models --------------------------------------------------
 
-AURORA = {"nic_bandwidth": 23.0, "derating": 0.8}  # sec. 3: 23 GB/s NIC, 80 % usable
+
+class _Aurora(TypedDict):
+    """The keyword arguments of scale_out_all_reduce that every Aurora case shares."""
+
+    nic_bandwidth: float
+    derating: float
+
+
+class _ScaleUp(TypedDict):
+    """The per-node keyword arguments of scale_out_all_reduce (R ranks per node)."""
+
+    nics_per_node: int
+    ranks_per_node: int
+    xe_bandwidth: float
+    xe_links: int
+
+
+def _scale_up(ranks: int) -> _ScaleUp:
+    """One NIC per rank (8 at most), one Xe-link per GPU (R/2) at 15 GB/s."""
+    return {
+        "nics_per_node": min(ranks, 8),
+        "ranks_per_node": ranks,
+        "xe_bandwidth": 15.0,
+        "xe_links": ranks // 2,
+    }
+
+
+AURORA: _Aurora = {
+    "nic_bandwidth": 23.0,
+    "derating": 0.8,
+}  # sec. 3: 23 GB/s NIC, 80 % usable
 SCALE_OUT = [  # nodes, model (ms), with PCIe (ms), experiment (ms)
     (2, 108.7, 299.2, 402.7),
     (4, 163.0, 353.5, 555.4),
@@ -367,17 +399,16 @@ EXPERIMENT = {
 
 def _aurora(nodes: int, ranks: int, pcie: bool) -> float:
     """Seed 004 model in ms for (nodes, ranks per node), as the tables use it."""
-    kwargs: dict[str, float | int] = {**AURORA}
+    pcie_bandwidth = 42.0 if pcie else None  # None: the default, no staging
     if ranks > 1:
-        kwargs |= {
-            "nics_per_node": min(ranks, 8),
-            "ranks_per_node": ranks,
-            "xe_bandwidth": 15.0,
-            "xe_links": ranks // 2,
-        }
-    if pcie:
-        kwargs["pcie_bandwidth"] = 42.0
-    return cm.scale_out_all_reduce("2GB", nodes, **kwargs).time_us / MS  # type: ignore[arg-type]
+        found = cm.scale_out_all_reduce(
+            "2GB", nodes, **AURORA, **_scale_up(ranks), pcie_bandwidth=pcie_bandwidth
+        )
+    else:
+        found = cm.scale_out_all_reduce(
+            "2GB", nodes, **AURORA, pcie_bandwidth=pcie_bandwidth
+        )
+    return found.time_us / MS
 
 
 @pytest.mark.parametrize(("nodes", "ranks", "printed", "unit", "pcie"), EFFICIENCY)
@@ -422,15 +453,12 @@ def test_seed004_scale_up_and_out(
     (8 NICs, 6 GPUs of 2 tiles) and they reproduce every entry but (2, 2) and the PCIe
     entry of (16, 12). Efficiency = model / experiment, printed truncated to 0.1 %.
     """
-    kwargs = {
-        **AURORA,
-        "nics_per_node": min(ranks, 8),
-        "ranks_per_node": ranks,
-        "xe_bandwidth": 15.0,
-        "xe_links": ranks // 2,
-    }
-    assert ms(cm.scale_out_all_reduce("2GB", nodes, **kwargs).time_us, 1) == model
-    staged = cm.scale_out_all_reduce("2GB", nodes, **kwargs, pcie_bandwidth=42.0)
+    scale_up = _scale_up(ranks)
+    plain = cm.scale_out_all_reduce("2GB", nodes, **AURORA, **scale_up)
+    assert ms(plain.time_us, 1) == model
+    staged = cm.scale_out_all_reduce(
+        "2GB", nodes, **AURORA, **scale_up, pcie_bandwidth=42.0
+    )
     assert ms(staged.time_us, 1) == pcie
 
 

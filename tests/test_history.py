@@ -97,7 +97,7 @@ def test_interrupted_ingest_leaves_no_file(
     def killed(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr(history.pq, "write_table", killed)
+    monkeypatch.setattr("ncclparse.history.pq.write_table", killed)
     with pytest.raises(KeyboardInterrupt):
         history.ingest(_night(2), tmp_path, now=NOW)
     monkeypatch.undo()
@@ -142,7 +142,11 @@ def test_missing_history_directory_is_an_input_error(tmp_path: Path) -> None:
 def test_baseline_median_mad_and_window(tmp_path: Path) -> None:
     # Six nights, night k uniformly k % slower (factor 1.00 .. 1.05), one per day.
     for k in range(6):
-        text = derive.scale(derive.healthy(), lambda s, k=k: 1 + k / 100)
+
+        def factor(size: int, k: int = k) -> float:
+            return 1 + k / 100
+
+        text = derive.scale(derive.healthy(), factor)
         day = NOW - dt.timedelta(days=6 - k)
         history.ingest(
             ncclparse.parse(io.StringIO(text), name=f"n{k}.log"), tmp_path, now=day
@@ -150,8 +154,10 @@ def test_baseline_median_mad_and_window(tmp_path: Path) -> None:
     table = history.read_history(tmp_path)
     policy = HistoryPolicy(window=4, max_age_days=0)
     base = history.baselines(table, policy)
-    row = base.loc[("nccl-tests", "all_reduce", "float32", "sum", "", "out-of-place",
-                    "16", "2", 8589934592)]  # fmt: skip
+    key = ("nccl-tests", "all_reduce", "float32", "sum", "", "out-of-place", "16", "2",
+           8589934592)  # fmt: skip
+    # pandas-stubs type no MultiIndex row key longer than (row, column).
+    row = base.loc[key]  # type: ignore[index]
     # The 4 most recent nights: 1.02..1.05 x 47535 us.
     times = [47535 * (1 + k / 100) for k in (2, 3, 4, 5)]
     assert row["runs"] == 4

@@ -133,7 +133,9 @@ def test_barrier_has_no_size() -> None:
 
 def test_errors() -> None:
     bad = _parse(FIXTURES / "imb" / "imb_allreduce_bad_option_np2.log").runs
-    assert bad.column("errors").to_pylist()[0][:2] == [
+    errors = bad.column("errors").to_pylist()[0]
+    assert errors is not None
+    assert errors[:2] == [
         "line 1: ERROR: Parse error on option: -msglog",
         'line 2: Try "IMB-MPI1 -help" for usage information',
     ]

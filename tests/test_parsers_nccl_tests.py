@@ -12,12 +12,14 @@ from __future__ import annotations
 import csv
 import json
 import math
+import tempfile
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 import ncclparse
+from tests import _derive as derive
 from tests.conftest import FIXTURES
 
 ALL_LOGS = sorted((FIXTURES / "nccl").glob("*.log")) + sorted(
@@ -31,7 +33,8 @@ def _expected(path: Path, suffix: str) -> Path:
 
 
 def _is_look_alike(path: Path) -> bool:
-    return json.loads(_expected(path, ".runs.json").read_text()) == []
+    runs: object = json.loads(_expected(path, ".runs.json").read_text())
+    return runs == []
 
 
 LOGS = [p for p in ALL_LOGS if not _is_look_alike(p)]
@@ -153,3 +156,33 @@ def _lines_named(warnings: list[str]) -> set[int]:
         first, _, last = where.partition("-")
         named.update(range(int(first), int(last or first) + 1))
     return named
+
+
+def test_text_stream_outside_the_io_classes_is_read_as_text() -> None:
+    """Regression: a text-mode SpooledTemporaryFile is no io.TextIOBase; it was wrapped
+    as a binary stream and failed with AttributeError (no read1)."""
+    expected = ncclparse.parse(derive.HEALTHY, name="h.log")
+    with tempfile.SpooledTemporaryFile(mode="w+", newline="") as text:
+        text.write(derive.healthy())
+        text.seek(0)
+        found = ncclparse.parse(text, name="h.log")
+    assert found.measurements.equals(expected.measurements)
+    assert found.runs.equals(expected.runs)
+    with tempfile.SpooledTemporaryFile(mode="w+b") as binary:  # still read as bytes
+        binary.write(derive.HEALTHY.read_bytes())
+        binary.seek(0)
+        found = ncclparse.parse(binary, name="h.log")
+    assert found.measurements.equals(expected.measurements)
+
+
+def test_a_row_cut_after_a_complete_run_does_not_extend_it() -> None:
+    # Found by the cut-at-any-byte property: the second process's first row, cut at
+    # byte 645, must not stretch the first process's complete run (lines 1-8).
+    path = FIXTURES / "nccl_unseen"
+    path /= "nccltests-182_allreduce_2gpu_two_processes_two_footers_fragment.log"
+    result = ncclparse.parse(path.read_bytes()[:645].decode())
+    runs = result.runs.to_pylist()
+    assert [
+        (r["status"], r["rows"], r["first_line"], r["last_line"]) for r in runs
+    ] == [("complete", 6, 1, 8)]
+    assert "line 10: last line cut off by the end of input" in runs[0]["warnings"]

@@ -12,12 +12,13 @@ import itertools
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
 import ncclparse
 from ncclparse.parsers import PARSERS, SNIFF_LINES, _lines, imb, oneccl, oneccl_csv
+from tests.conftest import string_lists
 
 FIXTURES = Path(__file__).parent / "fixtures"
 LOGS = sorted((FIXTURES / "oneccl").glob("*.log"))
@@ -48,7 +49,7 @@ def test_detected_and_every_line_accounted(path: Path) -> None:
     result = _parse(path)
     accounting = result.accounting[path.name]
     assert sum(accounting.values()) == len(path.read_text().splitlines())
-    warned = sum(len(w) for w in result.runs.column("warnings").to_pylist())
+    warned = sum(len(w) for w in string_lists(result.runs, "warnings"))
     assert accounting["warned"] <= warned
     assert set(result.measurements.column("tool").to_pylist()) <= {TOOL}
 
@@ -126,7 +127,7 @@ def test_in_place_run_gives_in_place_rows() -> None:
 
 def test_options_block_goes_to_params() -> None:
     run = _parse(FIXTURES / "oneccl" / "v2021.14_allreduce_f32_np2.log").runs
-    params = dict(run.column("params").to_pylist()[0])
+    params = dict(run.to_pylist()[0]["params"])
     assert params["processes"] == "2"
     assert params["elem_counts"].startswith("[1 2 4 ")
     assert params["collectives"] == "allreduce"
@@ -148,7 +149,7 @@ def test_impi_pinning_table_gives_hosts() -> None:
 
 def test_check_failure_is_failed_with_messages() -> None:
     run = _parse(FIXTURES / "oneccl" / "v2021.14_fail_check_max_np4.log").runs
-    errors = run.column("errors").to_pylist()[0]
+    errors = string_lists(run, "errors")[0]
     assert errors[0] == (
         "line 50: allreduce recv_bufs: buf_idx 0, rank_idx 0, elem_idx 0, "
         "expected 6, got 3"
@@ -161,7 +162,7 @@ def test_check_failure_is_failed_with_messages() -> None:
     assert "line 75: KILLED BY SIGNAL: 6 (Aborted)" in errors
     assert any("ASSERT '0' FAILED: unexpected value" in e for e in errors)
     # The start-up warnings of a non-sum check are warnings, not errors.
-    warnings = run.column("warnings").to_pylist()[0]
+    warnings = string_lists(run, "warnings")[0]
     assert warnings[:3] == [
         "line 1: benchmark: unsupported reduction: max",
         "line 2: benchmark: supported values: sum",
@@ -226,7 +227,7 @@ def test_partial_last_row_is_not_a_measurement() -> None:
     run = result.runs.to_pylist()[0]
     assert run["status"] == "truncated"
     assert run["warnings"] == ["line 45: partial last line (no newline): row not read"]
-    assert max(result.measurements.column("line").to_pylist()) == 44
+    assert max(r["line"] for r in result.measurements.to_pylist()) == 44
 
 
 def test_footerless_2021_2_run_complete_only_with_every_row() -> None:
@@ -276,9 +277,11 @@ def test_2021_2_csv_has_per_collective_times_summing_to_the_group() -> None:
     table = _parse(FIXTURES / "oneccl" / "v2021.2_csv_bufcount4_np2.csv").measurements
     assert set(log.column("grouped").to_pylist()) == {True}
     assert set(table.column("grouped").to_pylist()) == {False}
-    per_coll = table.column("time_us").to_pylist()
+    # time_us is a non-null float64 column.
+    per_coll = cast("list[float]", table.column("time_us").to_pylist())
     sums = [a + b for a, b in zip(per_coll[::2], per_coll[1::2], strict=True)]
-    for total, printed in zip(sums, log.column("time_us").to_pylist(), strict=True):
+    printed_times = cast("list[float]", log.column("time_us").to_pylist())
+    for total, printed in zip(sums, printed_times, strict=True):
         assert abs(total - printed) <= 0.051 + 1e-5 * printed
     # alltoall: 16 bytes = 1 float32 x 4 buffers per peer, 2 ranks.
     second = table.slice(1, 1).to_pylist()[0]

@@ -7,6 +7,7 @@ import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
+from typing import TypedDict
 
 import jinja2
 import pytest
@@ -333,8 +334,16 @@ def test_cli_report_help_names_every_option(runner: CliRunner) -> None:
 
 # --- the Checks section (issue 6: the slow-host ranking shown in the report) --------
 
+
 # GCP A3 Mega: 8 x 200 Gb/s per node (as in tests/test_cli_check.py).
-A3_MEGA = {"profile": "h100", "inter_bw": "200GB/s"}
+class _Hardware(TypedDict):
+    """The analyze() profile options these tests pass."""
+
+    profile: str
+    inter_bw: str
+
+
+A3_MEGA: _Hardware = {"profile": "h100", "inter_bw": "200GB/s"}
 GIB = 1073741824
 TIMES, DASH = "\u00d7", "\u2013"  # as the report prints scores and empty cells
 
@@ -345,7 +354,7 @@ def _pairwise_logs() -> list[tuple[str, str]]:
     as long from 1 MiB up, the others get +-1.5 % jitter; the first run (node01 and
     node02) has #wrong 12 written into its 1 GiB out-of-place row."""
     hosts = ["node01", "node02", "node03", INJECTED, "node05"]
-    logs = []
+    logs: list[tuple[str, str]] = []
     for i, a in enumerate(hosts):
         for b in hosts[i + 1 :]:
             text = derive.rename_hosts(

@@ -17,7 +17,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -172,7 +172,7 @@ def _open(browser: DevTools, page: Path, artifacts: Path) -> dict[str, Any]:
         },
         session=session,
     )
-    facts = json.loads(measured["result"]["value"])
+    facts: dict[str, Any] = json.loads(measured["result"]["value"])
     shots = {}
     for media in ("screen", "print"):
         browser.send("Emulation.setEmulatedMedia", {"media": media}, session=session)
@@ -222,7 +222,7 @@ def _problems(events: list[dict[str, Any]], page: Path) -> list[str]:
     return found
 
 
-def _report(tmp_path: Path, name: str, logs: list[Path | tuple[str, str]]) -> Path:
+def _report(tmp_path: Path, name: str, logs: Sequence[Path | tuple[str, str]]) -> Path:
     context = build_context(parse_many(logs), command_line=f"ncclparse report {name}")
     page = tmp_path / f"{name}.html"
     page.write_text(render_report(context), encoding="utf-8")

@@ -17,6 +17,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TypedDict
 
 import pytest
 from hypothesis import HealthCheck, example, given, settings
@@ -26,12 +27,21 @@ import ncclparse
 from ncclparse.errors import NcclParseError
 from ncclparse.parsers._model import LINE_KINDS
 from ncclparse.schema import MEASUREMENTS_SCHEMA, RUNS_SCHEMA, conform
-from tests.conftest import FIXTURES
+from tests.conftest import FIXTURES, string_lists
+
 
 # --- profiles -----------------------------------------------------------------------
 # deadline: a generous per-example bound that still turns a quadratic or exponential
 # regex into a failure (they take minutes, not seconds, on the inputs drawn here).
-_COMMON = {
+class _Settings(TypedDict):
+    """The settings every profile shares."""
+
+    deadline: int
+    suppress_health_check: list[HealthCheck]
+    print_blob: bool
+
+
+_COMMON: _Settings = {
     "deadline": 5000,
     "suppress_health_check": [
         HealthCheck.too_slow,
@@ -102,7 +112,7 @@ def check_accounting(result: ncclparse.ParseResult, name: str, lines: int) -> No
     assert set(accounting) <= set(LINE_KINDS), accounting
     assert all(n >= 0 for n in accounting.values())
     assert sum(accounting.values()) == lines, (dict(accounting), lines)
-    warnings = [w for ws in result.runs.column("warnings").to_pylist() for w in ws]
+    warnings = [w for ws in string_lists(result.runs, "warnings") for w in ws]
     named = named_lines(warnings)
     assert accounting["warned"] <= len(named), (accounting["warned"], warnings)
     assert all(1 <= n <= max(lines, 1) for n in named), (named, lines)
@@ -143,7 +153,7 @@ def _printed(value: float, numbers: list[float]) -> bool:
 
 def check_no_invented_data(result: ncclparse.ParseResult, lines: list[str]) -> None:
     """Every number of every row appears on the line it cites (or its rejoined part)."""
-    warnings = [w for ws in result.runs.column("warnings").to_pylist() for w in ws]
+    warnings = [w for ws in string_lists(result.runs, "warnings") for w in ws]
     rejoined: dict[int, list[int]] = {}
     for warning in warnings:
         match = re.match(r"line (\d+): .*rejoined with line (\d+)", warning)
@@ -169,14 +179,20 @@ def check_no_invented_data(result: ncclparse.ParseResult, lines: list[str]) -> N
             assert _printed(row["wrong"], numbers), (row, text[:500])
 
 
-def rows_of(result: ncclparse.ParseResult | None) -> list[tuple[object, ...]]:
+def rows_of(
+    result: ncclparse.ParseResult | None,
+) -> list[tuple[int, *tuple[object, ...]]]:
+    """(line, placement, size_bytes, count, dtype, time_us) of each row, NaN as "nan"."""
     if result is None:
         return []
-    keys = ("line", "placement", "size_bytes", "count", "dtype", "time_us")
+    keys = ("placement", "size_bytes", "count", "dtype", "time_us")
     return [
-        tuple(
-            "nan" if isinstance(r[k], float) and math.isnan(r[k]) else r[k]
-            for k in keys
+        (
+            r["line"],
+            *(
+                "nan" if isinstance(r[k], float) and math.isnan(r[k]) else r[k]
+                for k in keys
+            ),
         )
         for r in result.measurements.to_pylist()
     ]
@@ -407,7 +423,7 @@ def check_cut(name: str, data: bytes, offset: int) -> None:
     if whole is None:
         return
     # Rows up to the cut, minus any row rejoined with a line beyond it.
-    warnings = [w for ws in whole.runs.column("warnings").to_pylist() for w in ws]
+    warnings = [w for ws in string_lists(whole.runs, "warnings") for w in ws]
     late = {
         int(m.group(1))
         for w in warnings

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -108,7 +109,7 @@ def test_empty_rule_array_replaces_defaults() -> None:
         ({"expect": {"collectives": "all_reduce"}}, "'collectives' must be an array"),
     ],
 )  # fmt: skip
-def test_invalid_rules_name_the_problem(data: dict, message: str) -> None:
+def test_invalid_rules_name_the_problem(data: dict[str, Any], message: str) -> None:
     with pytest.raises(RulesError) as info:
         rules_from_mapping(data)
     assert message in str(info.value)

@@ -68,8 +68,14 @@ def parse_lines(
             rest: Iterable[Line | Skipped] = lines
             if parser.streams:
                 rest = without_nccl_debug(handle, len(head) + 1)
-                return parser.parse(itertools.chain(head, rest), source, emit)
-            runs, accounting = parser.parse(itertools.chain(head, rest), source)
+                counts: Counter[str] = parser.parse(
+                    itertools.chain(head, rest), source, emit
+                )
+                return counts
+            parsed: tuple[list[Run], Counter[str]] = parser.parse(
+                itertools.chain(head, rest), source
+            )
+            runs, accounting = parsed
             for run in sorted(runs, key=lambda r: r.first_line):
                 emit(run)
             return accounting

@@ -6,7 +6,7 @@ import io
 import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, NamedTuple
+from typing import IO, NamedTuple, cast
 
 from ncclparse.errors import InputError
 
@@ -131,6 +131,17 @@ def without_nccl_debug(handle: IO[str], first: int) -> Iterator[Line | Skipped]:
 Source = str | Path | IO[str] | IO[bytes]
 
 
+def _is_text(stream: IO[str] | IO[bytes]) -> bool:
+    """Whether ``stream`` reads str: a TextIOBase, or a text-mode stream outside the io
+    hierarchy such as ``tempfile.SpooledTemporaryFile(mode="w+")``."""
+    if isinstance(stream, io.TextIOBase):
+        return True
+    if isinstance(stream, io.RawIOBase | io.BufferedIOBase):
+        return False  # binary whatever its mode says (ZipExtFile's mode is "r")
+    mode = getattr(stream, "mode", None)
+    return isinstance(mode, str) and "b" not in mode
+
+
 def open_source(source: Source, name: str | None = None) -> tuple[str, IO[str], bool]:
     """Return (display name, text stream, whether the caller must close it).
 
@@ -155,10 +166,11 @@ def open_source(source: Source, name: str | None = None) -> tuple[str, IO[str], 
     display = name or getattr(source, "name", None) or "<stream>"
     if isinstance(display, int):
         display = "<stream>"
-    if isinstance(source, io.TextIOBase):
-        return str(display), source, False  # type: ignore[return-value]
+    if _is_text(source):
+        return str(display), cast("IO[str]", source), False
+    # Not text: a binary stream (the Source union cannot say which member it is).
     wrapper = io.TextIOWrapper(
-        source,  # type: ignore[arg-type]
+        cast("IO[bytes]", source),
         encoding="utf-8",
         errors="replace",
         newline="",

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 import re
 from statistics import median
-from typing import Any
+from typing import Any, TypeGuard
 
 from ncclparse.schema import DTYPE_BYTES
 
@@ -53,7 +53,10 @@ def infer_collective(run: Run, old_keys: tuple[str, ...] | None, source: str) ->
     if run.collectives:
         return
     candidates = list(_BY_OLD_KEYS.get(old_keys, ())) if old_keys else []
-    evidence = [f"the column set {' '.join(old_keys)}"] if candidates else []
+    # Candidates come only from old_keys: the check on old_keys is for mypy.
+    evidence = (
+        [f"the column set {' '.join(old_keys)}"] if candidates and old_keys else []
+    )
     numbers = _candidates_from_numbers(run)
     if numbers is not None:
         found, why = numbers
@@ -132,7 +135,7 @@ def _candidates_from_numbers(run: Run) -> tuple[list[str], str] | None:
 
 def bus_ratio(rows: list[dict[str, Any]]) -> float | None:
     """Median busbw/algbw over the rows with the largest algbw (least rounded)."""
-    pairs = [
+    pairs: list[tuple[float, float]] = [
         (r["algbw_gbps"], r["busbw_gbps"])
         for r in rows
         if _finite(r.get("algbw_gbps"))
@@ -148,7 +151,7 @@ def bus_ratio(rows: list[dict[str, Any]]) -> float | None:
     return median(b / a for a, b in pairs if a >= top / 2)
 
 
-def _finite(value: float | None) -> bool:
+def _finite(value: float | None) -> TypeGuard[float]:
     return value is not None and math.isfinite(value)
 
 

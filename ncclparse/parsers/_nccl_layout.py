@@ -143,6 +143,7 @@ def layout_from_row(tokens: list[str]) -> Layout | None:
     if metrics % 4 == 1:
         metrics -= 1
     middle = body[3 : len(body) - metrics]
+    half: tuple[str, ...]
     if metrics == 16:
         half = ("time", "algbw", "busbw", "wrong", "i_min", "i_max", "i_p99", "i_cv")
         blocks = 2

@@ -185,8 +185,11 @@ class _Parser:
                 rank = int(cut.group("rank"))
                 _grow(state.run, rank)
                 state.run.hosts[rank] = cut.group("host")
-            # A cut row, Rank or `#` line is the run's; other text (prose) is not.
-            own = cut is not None or CUT_OWN.match(text) is not None
+            # A cut row, Rank or `#` line is the run's, unless the run is complete (it
+            # would start the next); other text (prose) is not.
+            own = state.run.status != "complete" and (
+                cut is not None or CUT_OWN.match(text) is not None
+            )
             self._current(state, line.number).warn(
                 line.number, "last line cut off by the end of input"
             )
@@ -240,10 +243,11 @@ class _Parser:
             return "noise"
         if maybe_noise(stripped) and is_noise(stripped):
             version = NCCL_VERSION.search(stripped)
-            if version and state.run is None:
-                self.pending_version = version  # printed before the run's first line
-            elif version and state.run.library_version is None:
-                _set_library(state.run, version)
+            if version:
+                if state.run is None:
+                    self.pending_version = version  # printed before the first line
+                elif state.run.library_version is None:
+                    _set_library(state.run, version)
             return "noise"
         return self._structure(state, line, body, stripped)
 
@@ -348,9 +352,10 @@ class _Parser:
         rank = int(match.group("rank"))
         _grow(run, rank)
         run.hosts[rank] = match.group("host")
-        run.devices[rank] = match.group("name").strip() or None
+        device = match.group("name").strip() or None
+        run.devices[rank] = device
         state.device_index[rank] = int(match.group("dev"))
-        if run.devices[rank] and run.devices[rank].startswith("AMD "):
+        if device and device.startswith("AMD "):
             run.tool = "rccl-tests"
         return "structure"
 
