@@ -186,3 +186,18 @@ def test_a_row_cut_after_a_complete_run_does_not_extend_it() -> None:
         (r["status"], r["rows"], r["first_line"], r["last_line"]) for r in runs
     ] == [("complete", 6, 1, 8)]
     assert "line 10: last line cut off by the end of input" in runs[0]["warnings"]
+
+
+def test_a_cut_line_never_stretches_a_complete_run() -> None:
+    # Found by the long cut-at-any-byte run: cut to `========`, the user's separator
+    # reads as a banner rule (noise); the run still ends at its `concluded` line.
+    path = FIXTURES / "nccl_unseen"
+    path /= (
+        "rccl-2075b_broadcast_rccl_strixhalo_footer_asterisks_concluded_separator_"
+        "fragment.log"
+    )
+    result = ncclparse.parse(path.read_bytes()[:1371].decode())
+    runs = result.runs.to_pylist()
+    assert [
+        (r["status"], r["rows"], r["first_line"], r["last_line"]) for r in runs
+    ] == [("complete", 20, 1, 15)]
