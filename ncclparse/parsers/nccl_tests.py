@@ -199,11 +199,14 @@ class _Parser:
             state.unread.append(line.number)
         elif kind != "blank":
             self._flush_unread(state)
-        if state.run is not None and own:
-            # A line cut by the end of input may read as anything (`========` as a
-            # banner rule): it never stretches a run that is already complete.
-            if line.complete or state.run.status != "complete":
-                state.run.last_line = line.number
+        # A line cut by the end of input may read as anything (`========` as a banner
+        # rule): it never stretches a run that is already complete.
+        if (
+            state.run is not None
+            and own
+            and (line.complete or state.run.status != "complete")
+        ):
+            state.run.last_line = line.number
 
     def _state(self, key: str | None) -> _State:
         state = self.states.get(key)
