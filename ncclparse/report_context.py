@@ -1,12 +1,10 @@
-"""The typed context the report templates render, built from parsed and analysed tables.
+"""Build the report context from parsed and analysed tables.
 
 :func:`build_context` turns a :class:`~ncclparse.api.ParseResult` (and its
-:class:`~ncclparse.efficiency.Analysis`) into a :class:`ReportContext`: a verdict per
-run, key numbers, charts as SVG strings, tables and every warning and error. Everything
-a template shows is computed here; numbers stay numbers (templates format them with the
-:mod:`ncclparse.formatting` filters) and text from logs stays plain ``str`` (the
-templates escape it). Only the SVG charts are :class:`markupsafe.Markup`: matplotlib
-escapes the text inside them.
+:class:`~ncclparse.efficiency.Analysis`) into a :class:`ReportContext` (the dataclasses
+of :mod:`ncclparse.report_types`): a verdict per run, key numbers, charts as SVG
+strings, tables and every warning and error. Everything a template shows is computed
+here.
 """
 
 from __future__ import annotations
@@ -14,7 +12,6 @@ from __future__ import annotations
 import math
 from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +31,14 @@ from .report_facts import (
     run_messages,
     run_metadata,
     used_profiles,
+)
+from .report_types import (
+    Block,
+    Chart,
+    ComparisonRow,
+    ReportContext,
+    RunReport,
+    SizeRow,
 )
 from .report_verdict import Finding, Level, Verdict, judge_run
 from .schema import SCHEMA_VERSION
@@ -59,130 +64,6 @@ __all__ = [
 
 _BLOCK_KEYS = ["collective", "dtype", "redop", "root", "nranks"]
 _OVERLAY_LIMIT = 10  # more lines than this are a tangle; the table lists all
-
-
-@dataclass(frozen=True, slots=True)
-class Chart:
-    """One inline chart: ``title``, a one-sentence ``caption``, the ``svg`` element."""
-
-    title: str
-    caption: str
-    svg: Markup
-
-
-@dataclass(frozen=True, slots=True)
-class SizeRow:
-    """One measured point (size, placement) with its efficiency and gap columns.
-
-    Times in µs, bandwidths in GB/s, ``efficiency`` a fraction; None where missing
-    (the templates show a dash). ``line`` is the row's line in its source.
-    """
-
-    size_bytes: int
-    placement: str
-    line: int
-    time_us: float | None
-    busbw_gbps: float | None
-    busbw_calc_gbps: float | None
-    ideal_busbw_gbps: float | None
-    efficiency: float | None
-    regime: str | None
-    gap_hw_latency_us: float | None
-    gap_latency_us: float | None
-    gap_staging_us: float | None
-    gap_bandwidth_us: float | None
-    gap_residual_us: float | None
-    wrong: float | None
-    wrong_count: bool
-    mismatch: bool
-    main_gap: str | None
-    note: str | None
-    stripe: bool
-
-
-@dataclass(frozen=True, slots=True)
-class Block:
-    """One series group of a run: a collective, dtype, redop, root and rank count.
-
-    ``largest`` is the row the verdict judges (largest size, out-of-place preferred);
-    ``alpha_us``/``beta_gbps``/``crossover_bytes``/``fit_class`` come from the fit of
-    the same placement. ``worst`` are the bandwidth-bound rows furthest from ideal.
-    """
-
-    anchor: str
-    title: str
-    collective: str
-    nranks: int | None
-    rows: tuple[SizeRow, ...]
-    largest: SizeRow | None
-    peak: SizeRow | None
-    alpha_us: float | None
-    beta_gbps: float | None
-    crossover_bytes: float | None
-    fit_class: str | None
-    median_error_pct: float | None
-    charts: tuple[Chart, ...]
-    worst: tuple[SizeRow, ...]
-    notes: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class RunReport:
-    """One run of one source: its verdict first, then blocks, metadata, messages."""
-
-    anchor: str
-    label: str
-    short_label: str
-    source: str
-    run: int
-    tool: str
-    status: str
-    collectives: str
-    nranks: int | None
-    nnodes: int | None
-    device: str | None
-    verdict: Verdict
-    blocks: tuple[Block, ...]
-    metadata: tuple[tuple[str, str], ...]
-    messages: tuple[Message, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class ComparisonRow:
-    """One block in the comparison table of a multi-run report."""
-
-    run: RunReport
-    block: Block
-
-
-@dataclass(frozen=True, slots=True)
-class ReportContext:
-    """Everything ``report.html`` and ``summary.md`` show; see each type's docstring.
-
-    ``failures`` are inputs that could not be read at all (no run); ``overlay`` is the
-    all-runs chart, present with two or more blocks; ``comparison`` its table.
-    ``good``/``poor`` are the efficiency thresholds the verdicts used; ``checks``
-    the outcome of ``ncclparse check`` when the report shows one, else None.
-    """
-
-    title: str
-    runs: tuple[RunReport, ...]
-    failures: tuple[Message, ...]
-    assumptions: tuple[str, ...]
-    overlay: Chart | None
-    comparison: tuple[ComparisonRow, ...]
-    profiles: tuple[ProfileInfo, ...]
-    ncclparse_version: str
-    schema_version: int
-    command_line: str | None
-    good: float
-    poor: float
-    checks: CheckSummary | None = None
-
-    @property
-    def messages(self) -> tuple[Message, ...]:
-        """Every error and warning: unreadable inputs first, then each run's."""
-        return self.failures + tuple(m for r in self.runs for m in r.messages)
 
 
 def build_context(

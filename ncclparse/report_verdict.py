@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from .formatting import format_bytes, format_gbps, format_percent
 
 if TYPE_CHECKING:
-    from .report_context import Block
+    from .report_types import Block
 
 __all__ = ["LABELS", "Finding", "Level", "Verdict", "judge_run"]
 

@@ -1,0 +1,72 @@
+"""The hardware profile record: one system's peak figures and where each comes from.
+
+:class:`HardwareProfile` checks its figures when built; :mod:`ncclparse.hardware`
+re-exports it with the presets and the ways of choosing a profile.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+from typing import Any
+
+from .errors import ProfileError
+
+
+@dataclass(frozen=True, slots=True)
+class HardwareProfile:
+    """Peak figures of one system; bandwidths in GB/s (1e9 B/s), unidirectional.
+
+    ``gpus_per_node`` counts the ranks that share the intra-node fabric B (for GB200
+    NVL72 the whole 72-GPU NVLink domain, made of ``hosts_per_node`` = 18 hosts).
+    ``alpha_us`` is the per-message hardware latency, ``None`` when unknown.
+    ``host_staging`` says the inter-node path copies through host memory over PCIe (seed
+    004, Eq. 6). ``sources`` maps each figure's field name to where it comes from.
+    """
+
+    name: str
+    description: str
+    gpus_per_node: int
+    intra_gbps: float
+    inter_gbps: float | None = None
+    hosts_per_node: int = 1
+    alpha_us: float | None = None
+    nics_per_node: int | None = None
+    nic_gbps: float | None = None
+    nic_derating: float | None = None
+    pcie_gbps: float | None = None
+    xe_link_gbps: float | None = None
+    xe_links: int | None = None
+    mdfi_gbps: float | None = None
+    host_staging: bool = False
+    device_pattern: str | None = None
+    sources: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.gpus_per_node < 1 or self.hosts_per_node < 1:
+            raise ProfileError(f"profile {self.name!r}: gpus_per_node must be >= 1")
+        for name in ("intra_gbps", "inter_gbps", "nic_gbps", "pcie_gbps"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ProfileError(f"profile {self.name!r}: {name} must be positive")
+        if self.host_staging and self.pcie_gbps is None:
+            raise ProfileError(
+                f"profile {self.name!r}: host_staging needs pcie_gbps (seed 004, Eq. 6)"
+            )
+
+    def source(self, figure: str) -> str | None:
+        """Return the source of ``figure`` (a field name), or None when not stated."""
+        return dict(self.sources).get(figure)
+
+    def summary(self) -> str:
+        """One line with B, I and P, for assumption messages and listings."""
+        inter = "unknown" if self.inter_gbps is None else f"{self.inter_gbps:g} GB/s"
+        return (
+            f"{self.name} ({self.description}): B={self.intra_gbps:g} GB/s per GPU, "
+            f"I={inter} per node, {self.gpus_per_node} GPUs per node"
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """All figures and their sources as plain JSON-ready values."""
+        out: dict[str, Any] = {f.name: getattr(self, f.name) for f in fields(self)}
+        out["sources"] = dict(self.sources)
+        return out
