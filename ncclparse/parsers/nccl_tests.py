@@ -9,12 +9,10 @@ as separate streams, so interleaved copies of a non-MPI build become separate ru
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
 
 from ._lines import Line, Skipped
 from ._model import Run
@@ -25,7 +23,6 @@ from ._nccl_infer import (
     names_in,
 )
 from ._nccl_layout import (
-    Layout,
     RowError,
     is_names_line,
     layout_from_header,
@@ -61,31 +58,17 @@ from ._nccl_lines import (
     nccl_code,
     sniff,
 )
+from ._nccl_state import (
+    StreamState,
+    grow_ranks,
+    set_library,
+    split_copies,
+    worth_keeping,
+)
 from ._noise import is_command, is_noise
 
 NAME = "nccl-tests"
 STREAMS = True  # parse() emits runs as they end and takes Skipped NCCL debug lines
-
-
-@dataclass
-class _State:
-    """One stream's parse state: the current run and what has been read of it."""
-
-    run: Run | None = None
-    phase: str = "preamble"  # preamble -> table -> footer
-    openers: set[str] = field(default_factory=set)
-    layout: Layout | None = None
-    placements: tuple[str, ...] | None = None
-    old_keys: tuple[str, ...] | None = None
-    device_index: dict[int, int] = field(default_factory=dict)
-    elided: bool = False
-    pending: tuple[int, list[str]] | None = None  # a row cut by other output
-    unread: list[int] = field(default_factory=list)  # consecutive unrecognised lines
-    # A non-MPI build under `mpirun -np K` without --tag-output prints K interleaved
-    # copies of one run; they are told apart by the order in which rows repeat.
-    copies: int = 1
-    repeats: Counter[tuple[object, ...]] = field(default_factory=Counter)
-    footers: int = 0
 
 
 class _Parser:
@@ -94,13 +77,13 @@ class _Parser:
         self.emit = emit
         self.emitted = 0
         self.runs: list[Run] = []  # opened and not yet emitted
-        self.states: dict[str | None, _State] = {}
+        self.states: dict[str | None, StreamState] = {}
         self.accounting: Counter[str] = Counter()
         self.pending_command: tuple[int, str] | None = None
         self.pending_version: re.Match[str] | None = None
 
     # --- runs -------------------------------------------------------------------
-    def _open(self, state: _State, line: int) -> Run:
+    def _open(self, state: StreamState, line: int) -> Run:
         self._close(state)
         start = line
         run = Run(tool="nccl-tests", first_line=start)
@@ -109,7 +92,7 @@ class _Parser:
             self._set_command(run, command)
             self.pending_command = None
         if self.pending_version is not None:
-            _set_library(run, self.pending_version)
+            set_library(run, self.pending_version)
             self.pending_version = None
         state.run, state.phase, state.openers = run, "preamble", set()
         state.layout, state.placements, state.old_keys = None, None, None
@@ -118,10 +101,10 @@ class _Parser:
         self.runs.append(run)
         return run
 
-    def _current(self, state: _State, line: int) -> Run:
+    def _current(self, state: StreamState, line: int) -> Run:
         return state.run if state.run is not None else self._open(state, line)
 
-    def _close(self, state: _State) -> None:
+    def _close(self, state: StreamState) -> None:
         run = state.run
         if run is None:
             return
@@ -133,7 +116,7 @@ class _Parser:
         if run.status == "truncated" and run.rows:
             run.warn(run.last_line, "input ended before the footer (run truncated)")
         infer_collective(run, state.old_keys, self.source)
-        runs = _split_copies(run, state) if state.copies > 1 else [run]
+        runs = split_copies(run, state) if state.copies > 1 else [run]
         self.runs.extend(runs[1:])
         for each in runs:
             infer_ranks(each)
@@ -155,7 +138,7 @@ class _Parser:
         ready_ids = {id(r) for r in ready}
         self.runs = [r for r in self.runs if id(r) not in ready_ids]
         for run in sorted(ready, key=lambda r: r.first_line):
-            if _worth_keeping(run):
+            if worth_keeping(run):
                 if not self.emitted:
                     run.first_line = 1  # what precedes the first run is its context
                 self.emitted += 1
@@ -183,7 +166,7 @@ class _Parser:
             cut = CUT_RANK.match(text.strip().lstrip("#").strip())
             if cut is not None and state.phase == "preamble":
                 rank = int(cut.group("rank"))
-                _grow(state.run, rank)
+                grow_ranks(state.run, rank)
                 state.run.hosts[rank] = cut.group("host")
             # A cut row, Rank or `#` line is the run's, unless the run is complete (it
             # would start the next); other text (prose) is not.
@@ -208,10 +191,10 @@ class _Parser:
         ):
             state.run.last_line = line.number
 
-    def _state(self, key: str | None) -> _State:
+    def _state(self, key: str | None) -> StreamState:
         state = self.states.get(key)
-        if state is None:  # not setdefault: that would build a _State per line
-            state = self.states[key] = _State()
+        if state is None:  # not setdefault: that would build a StreamState per line
+            state = self.states[key] = StreamState()
         return state
 
     def skip_noise(self, skipped: Skipped) -> None:
@@ -222,7 +205,7 @@ class _Parser:
         if state.run is not None:
             state.run.last_line = skipped.last
 
-    def _classify(self, state: _State, line: Line, text: str) -> str:
+    def _classify(self, state: StreamState, line: Line, text: str) -> str:
         stripped = text.strip()
         if not stripped:
             return "blank"
@@ -253,11 +236,13 @@ class _Parser:
                 if state.run is None:
                     self.pending_version = version  # printed before the first line
                 elif state.run.library_version is None:
-                    _set_library(state.run, version)
+                    set_library(state.run, version)
             return "noise"
         return self._structure(state, line, body, stripped)
 
-    def _structure(self, state: _State, line: Line, body: str, stripped: str) -> str:
+    def _structure(
+        self, state: StreamState, line: Line, body: str, stripped: str
+    ) -> str:
         number = line.number
         if not line.complete:  # cut by the end of input: `: 84.8558` may read `: 8`
             return "warned"
@@ -323,7 +308,7 @@ class _Parser:
             return "noise"
         return "warned"
 
-    def _opener(self, state: _State, kind: str, number: int) -> Run:
+    def _opener(self, state: StreamState, kind: str, number: int) -> Run:
         order = OPENERS[kind]
         run = state.run
         if (
@@ -346,7 +331,7 @@ class _Parser:
         state.openers.add(kind)
         return run
 
-    def _rank(self, state: _State, number: int, match: re.Match[str]) -> str:
+    def _rank(self, state: StreamState, number: int, match: re.Match[str]) -> str:
         if (
             state.run is None
             or state.phase != "preamble"
@@ -356,7 +341,7 @@ class _Parser:
         run = state.run
         assert run is not None
         rank = int(match.group("rank"))
-        _grow(run, rank)
+        grow_ranks(run, rank)
         run.hosts[rank] = match.group("host")
         device = match.group("name").strip() or None
         run.devices[rank] = device
@@ -365,7 +350,7 @@ class _Parser:
             run.tool = "rccl-tests"
         return "structure"
 
-    def _header(self, state: _State, number: int, words: list[str]) -> str:
+    def _header(self, state: StreamState, number: int, words: list[str]) -> str:
         if state.run is None or state.phase == "footer" or state.run.rows:
             self._open(state, number)
         state.layout = layout_from_header(words, state.placements)
@@ -378,7 +363,7 @@ class _Parser:
         state.phase = "table"
         return "structure"
 
-    def _average(self, state: _State, number: int, match: re.Match[str]) -> str:
+    def _average(self, state: StreamState, number: int, match: re.Match[str]) -> str:
         run = self._current(state, number)
         try:
             run.avg_busbw_gbps = float(match.group("v"))
@@ -392,7 +377,7 @@ class _Parser:
         state.phase = "footer"
         return "structure"
 
-    def _misc_structure(self, state: _State, number: int, body: str) -> str:
+    def _misc_structure(self, state: StreamState, number: int, body: str) -> str:
         run = self._current(state, number)
         if body.startswith("......"):
             state.elided = True
@@ -408,7 +393,7 @@ class _Parser:
             run.error(number, body)
         return "structure"
 
-    def _command(self, state: _State, number: int, text: str) -> None:
+    def _command(self, state: StreamState, number: int, text: str) -> None:
         if BINARY.search(text) is None:
             return
         run = state.run
@@ -418,7 +403,7 @@ class _Parser:
         else:
             self._set_command(run, text)
 
-    def _data(self, state: _State, line: Line, text: str) -> str:
+    def _data(self, state: StreamState, line: Line, text: str) -> str:
         number = line.number
         glued = GLUED_NOISE.search(text) if "CCL " in text else None
         if glued is not None:
@@ -431,7 +416,7 @@ class _Parser:
             run.warn(
                 first, f"data row cut by other output; rejoined with line {number}"
             )
-            return self._row(state, first, before + tokens, complete=True, at=number)
+            return self._row(state, first, before + tokens, complete=True)
         if state.pending is not None:
             first, _ = state.pending
             self._current(state, number).warn(
@@ -443,10 +428,14 @@ class _Parser:
         ):
             state.pending = (number, tokens)
             return "measurement"
-        return self._row(state, number, tokens, complete=line.complete, at=number)
+        return self._row(state, number, tokens, complete=line.complete)
 
     def _row(
-        self, state: _State, number: int, tokens: list[str], complete: bool, at: int
+        self,
+        state: StreamState,
+        number: int,
+        tokens: list[str],
+        complete: bool,
     ) -> str:
         if state.run is None or (
             state.phase == "footer" and state.footers >= state.copies
@@ -488,7 +477,7 @@ class _Parser:
             )
         return "measurement"
 
-    def _flush_unread(self, state: _State) -> None:
+    def _flush_unread(self, state: StreamState) -> None:
         if not state.unread:
             return
         run = state.run if state.run is not None else self._open(state, state.unread[0])
@@ -508,60 +497,6 @@ class _Parser:
         # Rows whose warning names them are accounted as warned, not twice.
         self.accounting["warned"] += self.accounting.pop("warned_named", 0)
         return self.accounting
-
-
-def _split_copies(run: Run, state: _State) -> list[Run]:
-    """Split a run printed by K concurrent copies into K runs (see _State.copies)."""
-    rows = run.rows
-    runs = [run] + [
-        dataclasses.replace(
-            run,
-            collectives=list(run.collectives),
-            params=dict(run.params),
-            errors=list(run.errors),
-            warnings=list(run.warnings),
-        )
-        for _ in range(state.copies - 1)
-    ]
-    for index, each in enumerate(runs):
-        each.rows = [r for r in rows if r["_copy"] == index]
-        each.warn(
-            run.first_line,
-            f"{state.copies} interleaved copies of one run (a non-MPI build under "
-            "mpirun?); rows assigned to copies in the order they repeat",
-        )
-    for row in rows:
-        del row["_copy"]
-    return runs
-
-
-def _set_library(run: Run, version: re.Match[str]) -> None:
-    """Take the NCCL/RCCL version from NCCL's banner (RCCL's means rccl-tests)."""
-    run.library_version = version.group("v")
-    if version.group("lib") == "RCCL":
-        run.tool = "rccl-tests"
-
-
-def _grow(run: Run, rank: int) -> None:
-    """Make room for ``rank`` in the per-rank host and device lists."""
-    while len(run.hosts) <= rank:
-        run.hosts.append(None)
-        run.devices.append(None)
-
-
-def _worth_keeping(run: Run) -> bool:
-    return bool(
-        run.rows
-        or run.hosts
-        or run.params
-        or run.errors
-        or run.collectives
-        or run.warnings
-        or run.tool_version
-        or run.avg_busbw_gbps is not None
-        or run.oob_values is not None
-        or run.command
-    )
 
 
 def parse(

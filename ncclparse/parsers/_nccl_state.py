@@ -1,0 +1,86 @@
+"""The nccl-tests parser's state per launcher stream, and the edits it makes to runs."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from ._model import Run
+from ._nccl_layout import Layout
+
+
+@dataclass
+class StreamState:
+    """One stream's parse state: the current run and what has been read of it."""
+
+    run: Run | None = None
+    phase: str = "preamble"  # preamble -> table -> footer
+    openers: set[str] = field(default_factory=set)
+    layout: Layout | None = None
+    placements: tuple[str, ...] | None = None
+    old_keys: tuple[str, ...] | None = None
+    device_index: dict[int, int] = field(default_factory=dict)
+    elided: bool = False
+    pending: tuple[int, list[str]] | None = None  # a row cut by other output
+    unread: list[int] = field(default_factory=list)  # consecutive unrecognised lines
+    # A non-MPI build under `mpirun -np K` without --tag-output prints K interleaved
+    # copies of one run; they are told apart by the order in which rows repeat.
+    copies: int = 1
+    repeats: Counter[tuple[object, ...]] = field(default_factory=Counter)
+    footers: int = 0
+
+
+def split_copies(run: Run, state: StreamState) -> list[Run]:
+    """Split a run printed by K concurrent copies (StreamState.copies) into K runs."""
+    rows = run.rows
+    runs = [run] + [
+        dataclasses.replace(
+            run,
+            collectives=list(run.collectives),
+            params=dict(run.params),
+            errors=list(run.errors),
+            warnings=list(run.warnings),
+        )
+        for _ in range(state.copies - 1)
+    ]
+    for index, each in enumerate(runs):
+        each.rows = [r for r in rows if r["_copy"] == index]
+        each.warn(
+            run.first_line,
+            f"{state.copies} interleaved copies of one run (a non-MPI build under "
+            "mpirun?); rows assigned to copies in the order they repeat",
+        )
+    for row in rows:
+        del row["_copy"]
+    return runs
+
+
+def set_library(run: Run, version: re.Match[str]) -> None:
+    """Take the NCCL/RCCL version from NCCL's banner (RCCL's means rccl-tests)."""
+    run.library_version = version.group("v")
+    if version.group("lib") == "RCCL":
+        run.tool = "rccl-tests"
+
+
+def grow_ranks(run: Run, rank: int) -> None:
+    """Make room for ``rank`` in the per-rank host and device lists."""
+    while len(run.hosts) <= rank:
+        run.hosts.append(None)
+        run.devices.append(None)
+
+
+def worth_keeping(run: Run) -> bool:
+    return bool(
+        run.rows
+        or run.hosts
+        or run.params
+        or run.errors
+        or run.collectives
+        or run.warnings
+        or run.tool_version
+        or run.avg_busbw_gbps is not None
+        or run.oob_values is not None
+        or run.command
+    )
