@@ -240,3 +240,15 @@ def test_hostile_stdin(runner: CliRunner) -> None:
     result = runner.invoke(cli, ["parse", "-q", "-"], input=b"\x00\xff" * 1000)
     assert result.exit_code == 1
     assert "Error: -:" in result.stderr
+
+
+def test_a_path_with_a_nul_byte_is_an_input_error() -> None:
+    # Found by the atheris fuzzer (fuzz/): a str without a newline is a path, and a
+    # NUL byte made pathlib raise a bare ValueError.
+    import ncclparse
+
+    with pytest.raises(ncclparse.InputError) as caught:
+        ncclparse.parse("run\x00.log")
+    assert str(caught.value) == (
+        "'run\\x00.log': not a valid path (embedded null byte)"
+    )

@@ -160,6 +160,8 @@ def open_source(source: Source, name: str | None = None) -> tuple[str, IO[str], 
             handle = path.open("r", encoding="utf-8", errors="replace", newline="")
         except OSError as exc:
             raise InputError(f"{display}: cannot read: {exc.strerror}") from exc
+        except ValueError as exc:  # e.g. a NUL byte: no file can have that name
+            raise InputError(f"{display!r}: not a valid path ({exc})") from exc
         return display, handle, True
     if isinstance(source, str):
         return name or "<string>", io.StringIO(source, newline=""), True
