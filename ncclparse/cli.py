@@ -159,6 +159,11 @@ def hardware_options(command: Any) -> Any:
         click.option(
             "--nodes", type=int, help="Q, number of nodes (default: from the log)."
         ),
+        click.option(
+            "--hw-latency",
+            help="The hardware's per-step latency alpha, e.g. 2us: splits the fitted "
+            "latency into hardware and software (default: unknown).",
+        ),
     ]
     for option in reversed(options):
         command = option(command)
@@ -195,6 +200,7 @@ def analyze(
     inter_bw: str | None,
     gpus_per_node: int | None,
     nodes: int | None,
+    hw_latency: str | None,
 ) -> None:
     """Recompute bandwidths, ideal, efficiency, fits and gap attribution for INPUTS.
 
@@ -212,6 +218,7 @@ def analyze(
         inter_bw=inter_bw,
         gpus_per_node=gpus_per_node,
         nodes=nodes,
+        hw_latency=hw_latency,
     )
     for assumption in analysis.assumptions:
         click.echo(f"Assumed: {assumption}", err=True)
@@ -267,6 +274,7 @@ def report(
     inter_bw: str | None,
     gpus_per_node: int | None,
     nodes: int | None,
+    hw_latency: str | None,
 ) -> None:
     """Write a self-contained report of INPUTS: verdicts, charts, tables, warnings.
 
@@ -283,6 +291,7 @@ def report(
         inter_bw=inter_bw,
         gpus_per_node=gpus_per_node,
         nodes=nodes,
+        hw_latency=hw_latency,
         command_line=command_line(),
         failures=failures,
     )

@@ -90,20 +90,25 @@ def analyze(
     inter_bw: float | str | None = None,
     gpus_per_node: int | None = None,
     nodes: int | None = None,
+    hw_latency: float | str | None = None,
 ) -> Analysis:
     """Compute every efficiency column for a ``measurements`` table, plus series fits.
 
     ``profile`` is a profile, a preset name or a TOML path; without one, each row's
     ``device`` picks a matching preset (reported in ``assumptions``). ``intra_bw``,
     ``inter_bw``, ``gpus_per_node`` override B, I, P; ``nodes`` sets Q for every row
-    (default: the table's ``nnodes``). Raises ProfileError for a bad profile or when
-    ``nodes``/``gpus_per_node`` do not divide a row's rank count.
+    (default: the table's ``nnodes``); ``hw_latency`` is the hardware's per-step
+    latency (µs or with a unit), which splits the fitted alpha in the gap attribution.
+    Raises ProfileError for a bad profile or when ``nodes``/``gpus_per_node`` do not
+    divide a row's rank count.
     """
     cols = Columns(measurements)
     notes: list[str] = []
     bw = bandwidths(cols)
     reasons = bw["reasons"]
-    hw = _row_hardware(cols, profile, intra_bw, inter_bw, gpus_per_node, notes)
+    hw = _row_hardware(
+        cols, profile, intra_bw, inter_bw, gpus_per_node, hw_latency, notes
+    )
     n, f = cols.nranks, bw["busbw_factor"]
     q, q_reasons = _nodes(cols, hw, nodes, gpus_per_node, notes)
     reasons |= np.where(np.isnan(hw["intra"]), why.NO_PROFILE, 0) | q_reasons
@@ -176,6 +181,7 @@ def _row_hardware(
     intra_bw: float | str | None,
     inter_bw: float | str | None,
     gpus_per_node: int | None,
+    hw_latency: float | str | None,
     notes: list[str],
 ) -> dict[str, np.ndarray]:
     """Per-row B, I, P, alpha and staging figures from one profile or per device."""
@@ -184,7 +190,11 @@ def _row_hardware(
     profiles: list[HardwareProfile | None] = []
     if profile is not None:
         chosen, found = resolve_profile(
-            profile, intra_bw=intra_bw, inter_bw=inter_bw, gpus_per_node=gpus_per_node
+            profile,
+            intra_bw=intra_bw,
+            inter_bw=inter_bw,
+            gpus_per_node=gpus_per_node,
+            hw_latency=hw_latency,
         )
         profiles, notes[:0] = [chosen] * len(names), found
     else:
@@ -194,6 +204,7 @@ def _row_hardware(
                 intra_bw=intra_bw,
                 inter_bw=inter_bw,
                 gpus_per_node=gpus_per_node,
+                hw_latency=hw_latency,
                 device_name=name,
             )
             profiles.append(chosen)

@@ -135,12 +135,14 @@ def resolve_profile(
     intra_bw: str | float | None = None,
     inter_bw: str | float | None = None,
     gpus_per_node: int | None = None,
+    hw_latency: str | float | None = None,
     device_name: str | None = None,
 ) -> tuple[HardwareProfile | None, list[str]]:
     """Pick the profile: given, a preset name or TOML path, or from the device name.
 
     Returns ``(profile, assumptions)``; profile is None when nothing identifies the
-    hardware. Overrides replace B, I, P of whatever was chosen; with no profile and no
+    hardware. Overrides replace B, I, P (and ``hw_latency`` the per-step hardware
+    latency alpha, e.g. ``"2us"``) of whatever was chosen; with no profile and no
     matching device, ``intra_bw`` alone makes a custom profile (I then unknown).
     Raises ProfileError for an unknown preset or a bad file or figure.
     """
@@ -177,6 +179,8 @@ def resolve_profile(
     if gpus_per_node is not None:
         changes["gpus_per_node"] = int(gpus_per_node)
         changes["hosts_per_node"] = 1
+    if hw_latency is not None:
+        changes["alpha_us"] = time_us(hw_latency)
     if changes and profile.name != "custom":
         shown = ", ".join(f"{k}={v:g}" for k, v in changes.items())
         notes.append(

@@ -75,6 +75,7 @@ def build_context(
     inter_bw: str | float | None = None,
     gpus_per_node: int | None = None,
     nodes: int | None = None,
+    hw_latency: str | float | None = None,
     command_line: str | None = None,
     failures: Sequence[Exception] | None = None,
     good: float = 0.75,
@@ -96,6 +97,7 @@ def build_context(
         "intra_bw": intra_bw,
         "inter_bw": inter_bw,
         "gpus_per_node": gpus_per_node,
+        "hw_latency": hw_latency,
     }
     if analysis is None:
         analysis = analyze(result.measurements, profile, nodes=nodes, **hardware)

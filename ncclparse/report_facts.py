@@ -33,6 +33,7 @@ class HardwareOptions(TypedDict):
     intra_bw: str | float | None
     inter_bw: str | float | None
     gpus_per_node: int | None
+    hw_latency: str | float | None
 
 
 @dataclass(frozen=True, slots=True)

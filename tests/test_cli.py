@@ -280,3 +280,30 @@ def test_model_scale_out_reproduces_seed_004(runner: CliRunner) -> None:
     values = json.loads(result.stdout)
     assert round(values["scale_out_us"] / 1000, 1) == 108.7
     assert round(values["time_us"] / 1000, 1) == 299.2
+
+
+def test_analyze_with_a_hardware_latency_splits_the_fitted_alpha(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    # all_reduce on 16 ranks needs at least 2 x ceil(log2 16) = 8 latency steps (seed
+    # 000's recursive halving-doubling): 8 x 2 us = 16 us of hardware latency per row.
+    out = tmp_path / "a.parquet"
+    result = runner.invoke(
+        cli, ["analyze", str(COMPLETE), "-q", "-o", str(out), "--hw-latency", "2us"]
+    )
+    assert result.exit_code == 0
+    assert "overridden on the command line: alpha_us=2" in result.stderr
+    parts = ("hw_latency", "latency", "bandwidth", "staging", "residual")
+    for row in pq.read_table(out).to_pylist():
+        assert row["gap_hw_latency_us"] == 16.0
+        total = sum(row[f"gap_{part}_us"] for part in parts)
+        assert total == pytest.approx(row["gap_us"], abs=1e-9)
+        assert "hardware latency unknown" not in (row["efficiency_note"] or "")
+
+
+def test_hardware_latency_needs_a_unit(runner: CliRunner) -> None:
+    result = runner.invoke(cli, ["analyze", str(COMPLETE), "-q", "--hw-latency", "2"])
+    assert result.exit_code == 1
+    assert result.stderr.endswith(
+        "Error: time '2' has no unit: write e.g. 2us, 1.5ms or 0.1s\n"
+    )
