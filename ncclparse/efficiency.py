@@ -33,7 +33,7 @@ from ._bandwidth import (
 )
 from .errors import ProfileError
 from .fits import FIT_CLASSES, FIT_COLUMNS, SERIES_KEYS, fit_series
-from .hardware import HardwareProfile, resolve_profile
+from .hardware import HardwareOptions, HardwareProfile, resolve_profile
 
 __all__ = [
     "FIT_CLASSES",
@@ -188,25 +188,18 @@ def _row_hardware(
     index, _ = arr.dictionary_codes(c.device)
     names = [None, *pc.unique(c.device.drop_null()).to_pylist()]
     profiles: list[HardwareProfile | None] = []
+    overrides: HardwareOptions = {
+        "intra_bw": intra_bw,
+        "inter_bw": inter_bw,
+        "gpus_per_node": gpus_per_node,
+        "hw_latency": hw_latency,
+    }
     if profile is not None:
-        chosen, found = resolve_profile(
-            profile,
-            intra_bw=intra_bw,
-            inter_bw=inter_bw,
-            gpus_per_node=gpus_per_node,
-            hw_latency=hw_latency,
-        )
+        chosen, found = resolve_profile(profile, **overrides)
         profiles, notes[:0] = [chosen] * len(names), found
     else:
         for name in names:
-            chosen, found = resolve_profile(
-                None,
-                intra_bw=intra_bw,
-                inter_bw=inter_bw,
-                gpus_per_node=gpus_per_node,
-                hw_latency=hw_latency,
-                device_name=name,
-            )
+            chosen, found = resolve_profile(None, device_name=name, **overrides)
             profiles.append(chosen)
             notes.extend(found)
 

@@ -19,7 +19,7 @@ import re
 import tomllib
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 from ._presets import PRESETS
 from ._profile import HardwareProfile
@@ -28,6 +28,7 @@ from .units import bandwidth_gbps, time_us
 
 __all__ = [
     "PRESETS",
+    "HardwareOptions",
     "HardwareProfile",
     "load_profile",
     "match_device",
@@ -127,6 +128,15 @@ def match_device(device: str | None) -> HardwareProfile | None:
         if profile.device_pattern and re.search(profile.device_pattern, device, re.I):
             return profile
     return None
+
+
+class HardwareOptions(TypedDict):
+    """The hardware overrides ``analyze`` and ``resolve_profile`` take as keywords."""
+
+    intra_bw: str | float | None
+    inter_bw: str | float | None
+    gpus_per_node: int | None
+    hw_latency: str | float | None
 
 
 def resolve_profile(

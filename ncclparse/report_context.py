@@ -21,10 +21,9 @@ from markupsafe import Markup
 from . import plots
 from .api import ParseResult
 from .efficiency import Analysis, analyze
-from .hardware import HardwareProfile
+from .hardware import HardwareOptions, HardwareProfile
 from .report_checks import CheckSummary, RunLink, check_summary
 from .report_facts import (
-    HardwareOptions,
     Message,
     ProfileInfo,
     failure_message,

@@ -9,13 +9,12 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Literal, TypedDict, cast
+from typing import Any, Literal, cast
 
 from .api import ParseResult
-from .hardware import HardwareProfile, resolve_profile
+from .hardware import HardwareOptions, HardwareProfile, resolve_profile
 
 __all__ = [
-    "HardwareOptions",
     "Message",
     "ProfileInfo",
     "failure_message",
@@ -25,15 +24,6 @@ __all__ = [
 ]
 
 _LINE_PREFIX = re.compile(r"^line (\d+): ")
-
-
-class HardwareOptions(TypedDict):
-    """The hardware overrides ``analyze`` and ``resolve_profile`` take as keywords."""
-
-    intra_bw: str | float | None
-    inter_bw: str | float | None
-    gpus_per_node: int | None
-    hw_latency: str | float | None
 
 
 @dataclass(frozen=True, slots=True)

@@ -227,8 +227,3 @@ def _same_type(found: pa.DataType, expected: pa.DataType) -> bool:
 def empty_measurements() -> pa.Table:
     """An empty ``measurements`` table with the full schema."""
     return MEASUREMENTS_SCHEMA.empty_table()
-
-
-def empty_runs() -> pa.Table:
-    """An empty ``runs`` table with the full schema."""
-    return RUNS_SCHEMA.empty_table()

@@ -125,11 +125,6 @@ class Collector:
         self.accounting: dict[str, Counter[str]] = {}
         self._buffered = 0
 
-    def add_runs(self, source: str, runs: list[Run]) -> None:
-        """Append all ``runs`` of ``source``, ordered and numbered from 0."""
-        for index, run in enumerate(sorted(runs, key=lambda r: r.first_line)):
-            self.add_run(source, index, run)
-
     def add_run(self, source: str, index: int, run: Run) -> None:
         """Append one run (the ``index``-th of its source) and its rows."""
         for name in ("nranks", "nnodes", "oob_values"):

@@ -32,7 +32,6 @@ DTYPES = {
     "f8e4m3": "float8_e4m3",
     "f8e5m2": "float8_e5m2",
 }
-REDUCING_OPS = frozenset({"sum", "prod", "max", "min", "avg", "mulsum", "premulsum"})
 NOT_A_REDOP = frozenset({"none", ""})
 
 # Header words that start one placement's metric block, and the other names of keys.
@@ -78,7 +77,6 @@ class Layout:
     time_in_ms: bool = False  # E0 (v1.x) printed milliseconds
     cputime: bool = False  # -C 1
     wrong_kind: str | None = None  # 'count' or 'max_deviation'; None: decide per row
-    from_header: bool = True
 
     @property
     def metric_tokens(self) -> int:
@@ -160,7 +158,6 @@ def layout_from_row(tokens: list[str]) -> Layout | None:
         half=half,
         placements=("out-of-place", "in-place")[:blocks],
         timestamp=timestamp,
-        from_header=False,
     )
 
 

@@ -20,7 +20,6 @@ from ._nccl_infer import (
     infer_collective,
     infer_nodes_from_elided,
     infer_ranks,
-    names_in,
 )
 from ._nccl_layout import (
     RowError,
@@ -516,4 +515,4 @@ def parse(
     return parser.finish()
 
 
-__all__ = ["NAME", "names_in", "parse", "sniff"]
+__all__ = ["NAME", "STREAMS", "parse", "sniff"]
