@@ -10,9 +10,8 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from .errors import (
+from ncclparse.errors import (
     InputError,
-    LogFormatError,
     NcclParseError,
     ProfileError,
     SchemaError,
@@ -20,8 +19,8 @@ from .errors import (
 )
 
 if TYPE_CHECKING:
-    from .api import ParseResult, parse, parse_many
-    from .schema import MEASUREMENTS_SCHEMA, RUNS_SCHEMA, SCHEMA_VERSION
+    from ncclparse.api import ParseResult, parse, parse_many
+    from ncclparse.schema import MEASUREMENTS_SCHEMA, RUNS_SCHEMA, SCHEMA_VERSION
 
 # pyarrow, pandas and numpy load on first use, so that `ncclparse --help` and the
 # error classes stay cheap to import.
@@ -48,7 +47,6 @@ __all__ = [
     "RUNS_SCHEMA",
     "SCHEMA_VERSION",
     "InputError",
-    "LogFormatError",
     "NcclParseError",
     "ParseResult",
     "ProfileError",

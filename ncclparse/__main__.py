@@ -1,5 +1,5 @@
 """``python -m ncclparse``: the command line."""
 
-from .cli import cli
+from ncclparse.cli.app import cli
 
 cli()

@@ -9,10 +9,10 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from .errors import NcclParseError
-from .parsers import parse_lines
-from .parsers._lines import Source, open_source
-from .parsers._model import Collector
+from ncclparse.errors import NcclParseError
+from ncclparse.parsers import parse_lines
+from ncclparse.parsers._lines import Source, open_source
+from ncclparse.parsers._model import Collector
 
 
 @dataclass(frozen=True)

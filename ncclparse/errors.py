@@ -11,39 +11,6 @@ class NcclParseError(Exception):
     """Base class: bad input or options, with a message meant for the user."""
 
 
-class LogFormatError(NcclParseError):
-    """A line of a recognised log cannot be read.
-
-    ``str()`` renders ``source:line: message``, then the line and a caret under
-    ``span``.
-    """
-
-    def __init__(
-        self,
-        message: str,
-        *,
-        source: str,
-        line_no: int,
-        line: str = "",
-        span: tuple[int, int] | None = None,
-    ) -> None:
-        self.message = message
-        self.source = source
-        self.line_no = line_no
-        self.line = line
-        self.span = span
-        super().__init__(str(self))
-
-    def __str__(self) -> str:
-        text = f"{self.source}:{self.line_no}: {self.message}"
-        if self.line:
-            text += f"\n    {self.line}"
-            if self.span is not None:
-                start, end = self.span
-                text += "\n    " + " " * start + "^" * max(1, end - start)
-        return text
-
-
 class UnknownLogFormatError(NcclParseError):
     """No parser recognises the input (or it is empty)."""
 

@@ -8,11 +8,11 @@ Every table ncclparse produces is built by :func:`measurements_table` /
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, Literal
 
 import pyarrow as pa
 
-from .errors import SchemaError
+from ncclparse.errors import SchemaError
 
 # Schema history:
 #   1 - first release: measurements + runs as documented in schema.md.
@@ -110,22 +110,9 @@ RUN_COLUMNS = tuple(f.name for f in RUN_FIELDS)
 # size: the series identity used by fits, checks, history baselines and comparisons.
 SHAPE_KEYS = ("collective", "dtype", "redop", "root", "placement", "nranks", "nnodes")
 
-STATUSES = ("complete", "truncated", "failed")
-PLACEMENTS = ("out-of-place", "in-place")
-COLLECTIVES = (
-    "all_reduce",
-    "all_gather",
-    "all_gather_v",
-    "reduce_scatter",
-    "alltoall",
-    "alltoallv",
-    "broadcast",
-    "reduce",
-    "sendrecv",
-    "gather",
-    "scatter",
-    "hypercube",
-)
+# A run is complete (its footer was read), truncated (the log ends first) or failed
+# (the tool reported an error).
+RunStatus = Literal["complete", "truncated", "failed"]
 DTYPES = (
     "int8",
     "uint8",

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 import re
 
-from .errors import ProfileError
+from ncclparse.errors import ProfileError
 
 __all__ = ["bandwidth_gbps", "size_bytes", "time_us"]
 

@@ -7,8 +7,8 @@ import io
 import pytest
 
 import ncclparse
-from ncclparse.blame import RunScore, blame, run_scores
-from ncclparse.rules import BlamePolicy
+from ncclparse.health.blame import RunScore, blame, run_scores
+from ncclparse.health.rules import BlamePolicy
 from tests import _derive as derive
 
 

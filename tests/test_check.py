@@ -8,10 +8,10 @@ from typing import TypedDict
 import pyarrow as pa
 
 import ncclparse
-from ncclparse import history
-from ncclparse._cases import Case
-from ncclparse.check import CheckResult, check
-from ncclparse.rules import DEFAULT_RULES, Rule, Rules, rules_from_mapping
+from ncclparse.health import history as history
+from ncclparse.health.cases import Case
+from ncclparse.health.check import CheckResult, check
+from ncclparse.health.rules import DEFAULT_RULES, Rule, Rules, rules_from_mapping
 from tests import _derive as derive
 from tests.conftest import FIXTURES
 

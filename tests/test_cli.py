@@ -12,7 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from ncclparse import schema
-from ncclparse.cli import cli
+from ncclparse.cli.app import cli
 from tests.conftest import FIXTURES
 
 COMPLETE = (

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from click.testing import CliRunner, Result
 
-from ncclparse.cli import cli
+from ncclparse.cli.app import cli
 from tests import _derive as derive
 from tests.conftest import FIXTURES
 

@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from ncclparse import storage
-from ncclparse.cli import cli
+from ncclparse.cli.app import cli
 from tests.conftest import NCCL_LOGS
 
 GOOD = [p for p in NCCL_LOGS if p.name.endswith("_complete.log")][:2]

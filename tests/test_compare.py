@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 import ncclparse
-from ncclparse.compare import (
+from ncclparse.health.compare import (
     CompareRow,
     Comparison,
     compare,
@@ -111,7 +111,7 @@ def test_format_by_extension() -> None:
 
 
 def test_load_measurements_from_logs_tables_and_history(tmp_path: Path) -> None:
-    from ncclparse import history
+    from ncclparse.health import history as history
     from ncclparse.storage import write_table
 
     assert load_measurements(str(derive.HEALTHY)).num_rows == 62

@@ -12,8 +12,8 @@ import pytest
 
 import ncclparse
 from ncclparse import efficiency as eff
+from ncclparse.efficiency.hardware import HardwareProfile
 from ncclparse.errors import ProfileError
-from ncclparse.hardware import HardwareProfile
 from ncclparse.schema import MEASUREMENTS_SCHEMA, measurements_table
 
 CORPUS = Path(__file__).resolve().parent / "fixtures"  # copies of the real corpus

@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from ncclparse.errors import ProfileError
-from ncclparse.hardware import (
+from ncclparse.efficiency.hardware import (
     PRESETS,
     HardwareProfile,
     load_profile,
     match_device,
     resolve_profile,
 )
+from ncclparse.errors import ProfileError
 
 
 def test_required_presets_exist_with_sources() -> None:

@@ -13,8 +13,8 @@ import pyarrow.parquet as pq
 import pytest
 
 import ncclparse
-from ncclparse import history
-from ncclparse.rules import HistoryPolicy
+from ncclparse.health import history as history
+from ncclparse.health.rules import HistoryPolicy
 from tests import _derive as derive
 
 NOW = dt.datetime(2026, 3, 1, 2, 0, tzinfo=dt.UTC)
@@ -97,7 +97,7 @@ def test_interrupted_ingest_leaves_no_file(
     def killed(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("ncclparse.history.pq.write_table", killed)
+    monkeypatch.setattr("ncclparse.health.history.pq.write_table", killed)
     with pytest.raises(KeyboardInterrupt):
         history.ingest(_night(2), tmp_path, now=NOW)
     monkeypatch.undo()

@@ -13,7 +13,7 @@ import pytest
 
 from ncclparse import parse
 from ncclparse.efficiency import analyze
-from ncclparse.plots import (
+from ncclparse.report.plots import (
     OverlaySeries,
     bandwidth_plot,
     efficiency_plot,
@@ -152,9 +152,9 @@ def test_overlay_labels_from_logs_are_text_not_markup_or_math() -> None:
 
 def test_charts_use_no_pyplot_and_cli_help_imports_no_matplotlib() -> None:
     code = (
-        "import sys, ncclparse.cli\n"
+        "import sys, ncclparse.cli.app\n"
         "assert 'matplotlib' not in sys.modules, 'cli imports matplotlib'\n"
-        "import ncclparse.plots\n"
+        "import ncclparse.report.plots\n"
         "assert 'matplotlib.pyplot' not in sys.modules, 'plots imports pyplot'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)

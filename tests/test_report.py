@@ -14,12 +14,12 @@ import pytest
 from click.testing import CliRunner
 
 import ncclparse
-from ncclparse import cli as cli_module
-from ncclparse.check import CheckResult
-from ncclparse.check import check as run_check
-from ncclparse.cli import cli
+from ncclparse.cli import app as cli_module
+from ncclparse.cli.app import cli
+from ncclparse.health.check import CheckResult
+from ncclparse.health.check import check as run_check
+from ncclparse.health.rules import DEFAULT_RULES
 from ncclparse.report import build_context, render_markdown, render_report
-from ncclparse.rules import DEFAULT_RULES
 
 from . import _derive as derive
 from .conftest import FIXTURES

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from ncclparse.rules import (
+from ncclparse.health.rules import (
     DEFAULT_RULES,
     HistoryPolicy,
     Rule,

@@ -34,7 +34,7 @@ class Run:
     first_line: int
     last_line: int = 0
     tool_version: str | None = None
-    status: str = "truncated"  # until a footer or an error says otherwise
+    status: schema.RunStatus = "truncated"  # until a footer or an error says otherwise
     collectives: list[str] = field(default_factory=list)
     nranks: int | None = None
     nnodes: int | None = None

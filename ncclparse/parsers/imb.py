@@ -18,6 +18,8 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from ncclparse.schema import RunStatus
+
 from . import _impi
 from ._lines import Line
 from ._model import Run
@@ -271,6 +273,7 @@ class _Parser:
 
     def finish(self) -> None:
         for launch in self.launches:
+            status: RunStatus
             if launch.failure:
                 status = "failed"
             elif launch.footer:

@@ -2,7 +2,7 @@
 
 :func:`build_context` turns a :class:`~ncclparse.api.ParseResult` (and its
 :class:`~ncclparse.efficiency.Analysis`) into a :class:`ReportContext` (the dataclasses
-of :mod:`ncclparse.report_types`): a verdict per run, key numbers, charts as SVG
+of :mod:`ncclparse.report.page`): a verdict per run, key numbers, charts as SVG
 strings, tables and every warning and error. Everything a template shows is computed
 here.
 """
@@ -18,12 +18,13 @@ from typing import TYPE_CHECKING, Any
 import pandas as pd
 from markupsafe import Markup
 
-from . import plots
-from .api import ParseResult
-from .efficiency import Analysis, analyze
-from .hardware import HardwareOptions, HardwareProfile
-from .report_checks import CheckSummary, RunLink, check_summary
-from .report_facts import (
+from ncclparse.api import ParseResult
+from ncclparse.efficiency import Analysis, analyze
+from ncclparse.efficiency.hardware import HardwareOptions, HardwareProfile
+from ncclparse.health.verdict import Finding, Level, Verdict, judge_run
+from ncclparse.report import plots
+from ncclparse.report.checks import CheckSummary, RunLink, check_summary
+from ncclparse.report.facts import (
     Message,
     ProfileInfo,
     failure_message,
@@ -31,7 +32,7 @@ from .report_facts import (
     run_metadata,
     used_profiles,
 )
-from .report_types import (
+from ncclparse.report.page import (
     Block,
     Chart,
     ComparisonRow,
@@ -39,11 +40,10 @@ from .report_types import (
     RunReport,
     SizeRow,
 )
-from .report_verdict import Finding, Level, Verdict, judge_run
-from .schema import SCHEMA_VERSION
+from ncclparse.schema import SCHEMA_VERSION
 
 if TYPE_CHECKING:
-    from .check import CheckResult
+    from ncclparse.health.check import CheckResult
 
 __all__ = [
     "Block",
@@ -86,11 +86,12 @@ def build_context(
     Hardware options as for ``analyze``. ``failures`` are the inputs that could not
     be read (default: ``result.failures``; the CLI adds missing paths). A run is
     judged healthy when its large-message efficiency is at least ``good``, poor below
-    ``poor`` (fractions of the ideal). ``check`` (from :func:`ncclparse.check.check`
-    on the same result) adds the Checks section; without it the page is unchanged.
+    ``poor`` (fractions of the ideal). ``check`` (from
+    :func:`ncclparse.health.check.check` on the same result) adds the Checks section;
+    without it the page is unchanged.
     Raises ProfileError as ``analyze`` does.
     """
-    from . import __version__
+    from ncclparse import __version__
 
     hardware: HardwareOptions = {
         "intra_bw": intra_bw,

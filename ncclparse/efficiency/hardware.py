@@ -9,8 +9,8 @@ data-path models. Every figure names its source; figures we could not source are
 Profiles come from :data:`PRESETS`, from a TOML file (:func:`load_profile`), from CLI
 flags, or from the GPU name a log prints (:func:`match_device`), which is always
 reported as an assumption. This module does the choosing (loading, matching,
-overriding); the record is :mod:`ncclparse._profile`, the preset table with its
-sources :mod:`ncclparse._presets`, both re-exported here.
+overriding); the record is :mod:`~ncclparse.efficiency.profile`, the preset table
+with its sources :mod:`~ncclparse.efficiency.presets`, both re-exported here.
 """
 
 from __future__ import annotations
@@ -21,10 +21,10 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, TypedDict
 
-from ._presets import PRESETS
-from ._profile import HardwareProfile
-from .errors import ProfileError
-from .units import bandwidth_gbps, time_us
+from ncclparse.efficiency.presets import PRESETS
+from ncclparse.efficiency.profile import HardwareProfile
+from ncclparse.errors import ProfileError
+from ncclparse.units import bandwidth_gbps, time_us
 
 __all__ = [
     "PRESETS",

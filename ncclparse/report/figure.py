@@ -1,4 +1,4 @@
-"""The chart machinery of :mod:`ncclparse.plots`: house style, axes, SVG export.
+"""The chart machinery of :mod:`ncclparse.report.plots`: house style, axes, SVG export.
 
 Every chart draws on a :func:`figure` under the rc settings of :func:`styled`, shares
 the size axis, latency-bound shading and per-placement styles defined here, and ends in
@@ -25,7 +25,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 from matplotlib.typing import RcKeyType
 
-from .formatting import format_bytes
+from ncclparse.formatting import format_bytes
 
 # Okabe-Ito: distinguishable with colour-vision deficiency.
 COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")

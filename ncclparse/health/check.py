@@ -20,22 +20,31 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ._cases import FORMAT, SERIES_KEYS, Case, Finding, Status, context, sizes
-from .api import ParseResult
-from .blame import HostScore, blame, run_scores
-from .efficiency import analyze
-from .formatting import format_bytes
-from .history import BASELINE_KEYS, baselines, key_text
-from .integrity import expect_cases, input_case, integrity_case
-from .rules import Rule, Rules
+from ncclparse.api import ParseResult
+from ncclparse.efficiency import analyze
+from ncclparse.formatting import format_bytes
+from ncclparse.health.blame import HostScore, blame, run_scores
+from ncclparse.health.cases import (
+    FORMAT,
+    SERIES_KEYS,
+    Case,
+    Finding,
+    Status,
+    context,
+    sizes,
+)
+from ncclparse.health.history import BASELINE_KEYS, baselines, key_text
+from ncclparse.health.integrity import expect_cases, input_case, integrity_case
+from ncclparse.health.rules import Rule, Rules
 
 __all__ = ["SERIES_KEYS", "Case", "CheckResult", "Finding", "check"]
 
 
 @dataclass(frozen=True, slots=True)
 class CheckResult:
-    """Cases in a stable order, hosts ranked by :func:`ncclparse.blame.blame`, the
-    efficiency assumptions and the analysed rows (for reports)."""
+    """Cases in a stable order, hosts ranked by
+    :func:`ncclparse.health.blame.blame`, the efficiency assumptions and the analysed
+    rows (for reports)."""
 
     cases: tuple[Case, ...]
     hosts: tuple[HostScore, ...]
@@ -66,7 +75,7 @@ def check(
 
     ``hardware`` takes :func:`ncclparse.efficiency.analyze`'s profile options
     (``profile``, ``intra_bw``, ``inter_bw``, ``gpus_per_node``, ``nodes``).
-    ``history`` is a table from :func:`ncclparse.history.read_history` (already
+    ``history`` is a table from :func:`ncclparse.health.history.read_history` (already
     filtered by tags) or None; ``exclude_keys`` are ingest keys of the candidate.
     Raises ProfileError for bad hardware options.
     """

@@ -19,9 +19,9 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from .history import key_text
-from .rules import BlamePolicy
-from .schema import SHAPE_KEYS
+from ncclparse.health.history import key_text
+from ncclparse.health.rules import BlamePolicy
+from ncclparse.schema import SHAPE_KEYS
 
 __all__ = ["HostScore", "RunScore", "blame", "run_scores"]
 

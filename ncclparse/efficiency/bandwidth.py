@@ -8,59 +8,14 @@ nodes. Pure and vectorized, as the engine is.
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass
-
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import _columns as arr
-from . import _notes as why
-from .errors import ProfileError
-from .units import bandwidth_gbps
-
-# Busbw factor kinds (nccl-tests-format.md sec. 7; seed 000 "Bus Bandwidth").
-_KIND = {
-    "all_reduce": 1,  # 2(n-1)/n
-    "all_gather": 2,  # (n-1)/n
-    "all_gather_v": 2,
-    "reduce_scatter": 2,
-    "alltoall": 2,
-    "alltoallv": 2,
-    "gather": 2,
-    "scatter": 2,
-    "broadcast": 3,  # 1
-    "reduce": 3,
-    "sendrecv": 3,
-    "hypercube": 4,  # factor 1, but algbw = size (n-1)/n / t
-}
-
-
-@dataclass(frozen=True, slots=True)
-class IdealBandwidth:
-    """Seed 003's ideal bus bandwidth (GB/s) and its two multi-node terms.
-
-    ``inter_term_gbps`` is None on one node; ``intra_term_gbps`` is None when unbounded
-    (one GPU per node). ``bound`` names the term that sets the ideal.
-    """
-
-    ideal_busbw_gbps: float
-    intra_term_gbps: float | None
-    inter_term_gbps: float | None
-    bound: str
-    ranks: int
-    nodes: int
-
-    def as_dict(self) -> dict[str, float | int | str | None]:
-        return {
-            "ideal_busbw_gbps": self.ideal_busbw_gbps,
-            "intra_term_gbps": self.intra_term_gbps,
-            "inter_term_gbps": self.inter_term_gbps,
-            "bound": self.bound,
-            "ranks": self.ranks,
-            "nodes": self.nodes,
-        }
+from ncclparse import columns as arr
+from ncclparse.collectives import COLLECTIVES, TABLE, BusbwKind
+from ncclparse.efficiency import notes as why
+from ncclparse.errors import ProfileError
 
 
 def busbw_factor(collective: str, nranks: int) -> float:
@@ -70,73 +25,10 @@ def busbw_factor(collective: str, nranks: int) -> float:
     (n-1)/n; broadcast, reduce, sendrecv, hypercube 1 (nccl-tests-format.md sec. 7).
     Raises ProfileError for an unknown collective or n < 1.
     """
-    kind = _KIND.get(collective)
-    if kind is None or nranks < 1:
+    entry = TABLE.get(collective)
+    if entry is None or nranks < 1:
         raise ProfileError(f"no busbw factor for {collective!r} on {nranks} ranks")
-    return float(_factor(np.array([kind]), np.array([float(nranks)]))[0])
-
-
-def ideal_busbw(
-    intra_gbps: np.ndarray | float,
-    inter_gbps: np.ndarray | float,
-    ranks: np.ndarray | float,
-    nodes: np.ndarray | float,
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Vectorized seed 003 ideal: ``(ideal, intra_term, inter_term)`` in GB/s.
-
-    Parameters
-    ----------
-    intra_gbps : B, per-GPU unidirectional intra-node bandwidth.
-    inter_gbps : I, per-node unidirectional inter-node bandwidth (NaN if unknown).
-    ranks, nodes : N and Q (N divisible by Q is the caller's check).
-
-    One node: ideal = B, inter term NaN. Several: ``min(I(N-1)Q/(N(Q-1)),
-    B(N-1)/(N-Q))``;
-    with P = N/Q = 1 the intra term is unbounded (inf). NaN inputs give NaN.
-    """
-    b, i, n, q = (
-        np.asarray(v, dtype=np.float64) for v in (intra_gbps, inter_gbps, ranks, nodes)
-    )
-    with np.errstate(divide="ignore", invalid="ignore"):
-        inter = np.where(q > 1, i * (n - 1) * q / (n * (q - 1)), np.nan)
-        intra = np.where(q > 1, np.where(n > q, b * (n - 1) / (n - q), np.inf), b)
-        ideal = np.where(q > 1, np.fmin(inter, intra), b)
-    ideal = np.where(((q > 1) & np.isnan(i)) | np.isnan(q) | np.isnan(n), np.nan, ideal)
-    return ideal, intra, inter
-
-
-def ideal_bandwidth(
-    intra_bw: float | str,
-    inter_bw: float | str | None = None,
-    *,
-    gpus_per_node: int,
-    nodes: int = 1,
-) -> IdealBandwidth:
-    """Seed 003's ideal bus bandwidth for P GPUs per node on Q nodes (N = P Q).
-
-    Bandwidths in GB/s or with units (``"450GB/s"``). Example (seed 003): B = 450,
-    I = 100, P = 8, Q = 2 gives min(187.5, 482.1) = 187.5 GB/s. Raises ProfileError
-    when Q > 1 and I is missing, or P, Q < 1.
-    """
-    if gpus_per_node < 1 or nodes < 1:
-        raise ProfileError("gpus per node and nodes must be >= 1")
-    if nodes > 1 and inter_bw is None:
-        raise ProfileError(
-            f"{nodes} nodes need the inter-node bandwidth: pass --inter-bw"
-        )
-    b = bandwidth_gbps(intra_bw)
-    i = bandwidth_gbps(inter_bw) if inter_bw is not None else math.nan
-    n = gpus_per_node * nodes
-    ideal, intra, inter = (float(a) for a in ideal_busbw(b, i, n, nodes))
-    bound = "intra" if nodes == 1 or intra <= inter else "inter"
-    return IdealBandwidth(
-        ideal,
-        None if math.isinf(intra) else intra,
-        None if math.isnan(inter) else inter,
-        bound,
-        n,
-        nodes,
-    )
+    return float(_factor(np.array([entry.busbw]), np.array([float(nranks)]))[0])
 
 
 def bandwidth_columns(measurements: pa.Table) -> pa.Table:
@@ -157,6 +49,10 @@ def bandwidth_columns(measurements: pa.Table) -> pa.Table:
     return out
 
 
+# BusbwKind per 1-based collective code (0: unknown collective).
+_KINDS = np.array([0, *(TABLE[c].busbw for c in COLLECTIVES)])
+
+
 class Columns:
     """The input columns the engine needs, as numpy arrays (NaN for null)."""
 
@@ -171,9 +67,9 @@ class Columns:
         self.grouped = arr.flag(table, "grouped")
         self.cputime = arr.flag(table, "cputime")
         self.legacy = arr.strings(table, "wrong_kind") == "max_deviation"
-        self.kind = np.array([0, *_KIND.values()])[
-            arr.codes(table, "collective", tuple(_KIND))
-        ]
+        # 1-based index into COLLECTIVES (0: null or unknown), and its busbw kind.
+        self.code = arr.codes(table, "collective", COLLECTIVES)
+        self.kind = _KINDS[self.code]
         self.device = table.column("device")
         self.named = pc.is_valid(table.column("collective")).to_numpy(
             zero_copy_only=False
@@ -189,7 +85,9 @@ def bandwidths(c: Columns) -> dict[str, np.ndarray]:
     ok = (kind > 0) & ~np.isnan(n) & (n >= 1) & (t > 0) & ~c.grouped
     with np.errstate(divide="ignore", invalid="ignore"):
         # bytes/us = 1e6 B/s = 1e-3 GB/s; hypercube moves size (n-1)/n (sec. 7).
-        alg = np.where(kind == 4, (n - 1) / n, 1.0) * c.size / t * 1e-3
+        alg = (
+            np.where(kind == BusbwKind.HYPERCUBE, (n - 1) / n, 1.0) * c.size / t * 1e-3
+        )
         factor = _factor(kind, n)
         bus = alg * factor
         time_tol = _time_tolerance(t, c.legacy)
@@ -201,7 +99,7 @@ def bandwidths(c: Columns) -> dict[str, np.ndarray]:
         old = np.abs(c.algbw - alg * (n - 1) / n) <= a_limit
     judged = ok & (t > time_tol)
     alg, bus, factor = (np.where(ok, v, np.nan) for v in (alg, bus, factor))
-    prescaled = (kind == 2) & (n > 1) & old & ~modern
+    prescaled = (kind == BusbwKind.GATHER_ALL) & (n > 1) & old & ~modern
     return {
         "kind": np.where(ok, kind, 0),
         "busbw_factor": factor,
@@ -216,7 +114,15 @@ def bandwidths(c: Columns) -> dict[str, np.ndarray]:
 def _factor(kind: np.ndarray, n: np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         part = (n - 1) / n
-    return np.select([kind == 1, kind == 2, kind >= 3], [2 * part, part, 1.0], np.nan)
+    return np.select(
+        [
+            kind == BusbwKind.REDUCE_ALL,
+            kind == BusbwKind.GATHER_ALL,
+            kind >= BusbwKind.ONE,
+        ],
+        [2 * part, part, 1.0],
+        np.nan,
+    )
 
 
 def _print_tolerance(value: np.ndarray) -> np.ndarray:

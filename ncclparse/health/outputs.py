@@ -1,4 +1,4 @@
-"""Render a :class:`~ncclparse.check.CheckResult` for CI, dashboards and people.
+"""Render a :class:`~ncclparse.health.check.CheckResult` for CI, dashboards and people.
 
 Pure: each function returns a ``str``. Formats: JUnit XML (one test case per rule and
 series), JSON (documented in ``docs/check-json.md``), the Prometheus text exposition
@@ -15,8 +15,8 @@ import xml.etree.ElementTree as ET
 from pathlib import Path
 from typing import Any
 
-from .check import CheckResult
-from .storage import atomic_output
+from ncclparse.health.check import CheckResult
+from ncclparse.storage import atomic_output
 
 __all__ = [
     "JSON_VERSION",

@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
-from .formatting import format_bytes, format_gbps, format_percent
+from ncclparse.formatting import format_bytes, format_gbps, format_percent
 
 if TYPE_CHECKING:
-    from .report_types import Block
+    from ncclparse.report.page import Block
 
 __all__ = ["LABELS", "Finding", "Level", "Verdict", "judge_run"]
 

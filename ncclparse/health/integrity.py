@@ -12,9 +12,9 @@ from typing import Any
 
 import pandas as pd
 
-from ._cases import SERIES_KEYS, Case, Finding, Status, context, hosts
-from .formatting import format_bytes
-from .rules import Rules
+from ncclparse.formatting import format_bytes
+from ncclparse.health.cases import SERIES_KEYS, Case, Finding, Status, context, hosts
+from ncclparse.health.rules import Rules
 
 __all__ = ["expect_cases", "input_case", "integrity_case"]
 

@@ -1,6 +1,6 @@
 """The typed context the report templates render: charts, rows, blocks, runs, the page.
 
-Frozen dataclasses only; :mod:`ncclparse.report_context` builds them from the parsed and
+Frozen dataclasses only; :mod:`ncclparse.report.context` builds them from the parsed and
 analysed tables. Numbers stay numbers (templates format them with the
 :mod:`ncclparse.formatting` filters) and text from logs stays plain ``str`` (the
 templates escape it). Only the SVG charts are :class:`markupsafe.Markup`: matplotlib
@@ -13,9 +13,9 @@ from dataclasses import dataclass
 
 from markupsafe import Markup
 
-from .report_checks import CheckSummary
-from .report_facts import Message, ProfileInfo
-from .report_verdict import Verdict
+from ncclparse.health.verdict import Verdict
+from ncclparse.report.checks import CheckSummary
+from ncclparse.report.facts import Message, ProfileInfo
 
 __all__ = [
     "Block",

@@ -1,7 +1,8 @@
 """The hardware profile record: one system's peak figures and where each comes from.
 
-:class:`HardwareProfile` checks its figures when built; :mod:`ncclparse.hardware`
-re-exports it with the presets and the ways of choosing a profile.
+:class:`HardwareProfile` checks its figures when built;
+:mod:`~ncclparse.efficiency.hardware` re-exports it with the presets and the ways of
+choosing a profile.
 """
 
 from __future__ import annotations
@@ -9,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
-from .errors import ProfileError
+from ncclparse.errors import ProfileError
 
 
 @dataclass(frozen=True, slots=True)

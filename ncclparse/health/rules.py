@@ -16,9 +16,9 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from .errors import NcclParseError
-from .schema import COLLECTIVES
-from .units import size_bytes
+from ncclparse.collectives import COLLECTIVES
+from ncclparse.errors import NcclParseError
+from ncclparse.units import size_bytes
 
 __all__ = [
     "DEFAULT_RULES",

@@ -1,6 +1,6 @@
 """``ncclparse check``, ``ingest`` and ``compare``: nightly cluster health.
 
-See docs/nightly.md; the commands are loaded only when called (ncclparse.cli).
+See docs/nightly.md; the commands are loaded only when called (ncclparse.cli.app).
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from typing import Any
 
 import click
 
-from ncclparse.cli import command_line, exit_on, hardware_options, parse_inputs
+from ncclparse.cli.app import command_line, exit_on, hardware_options, parse_inputs
 
 EXIT_CHECK_FAILED = 1  # check: a case failed (including missing or bad inputs)
 EXIT_REGRESSION = 3  # compare --fail-on-regression: a size regressed
@@ -19,7 +19,7 @@ EXIT_REGRESSION = 3  # compare --fail-on-regression: a size regressed
 
 def _rules_option(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
     """Load --rules while parsing options, so a bad file is a usage error (exit 2)."""
-    from ncclparse.rules import DEFAULT_RULES, RulesError, load_rules
+    from ncclparse.health.rules import DEFAULT_RULES, RulesError, load_rules
 
     try:
         return DEFAULT_RULES if value is None else load_rules(value)
@@ -97,10 +97,10 @@ def check(
     slow host, or bad data: missing, empty, unrecognised, truncated or failed input,
     #wrong > 0, out-of-bounds FAILED), 2 usage or unreadable configuration.
     """
-    from ncclparse.check import check as run_check
     from ncclparse.errors import ProfileError
-    from ncclparse.history import read_history, source_keys
-    from ncclparse.outputs import to_text, write_outputs
+    from ncclparse.health.check import check as run_check
+    from ncclparse.health.history import read_history, source_keys
+    from ncclparse.health.outputs import to_text, write_outputs
 
     result, failures = parse_inputs(inputs, quiet)
     history = read_history(history_dir, tags=tags) if history_dir else None
@@ -167,7 +167,7 @@ def ingest(
 
     Exit status as for `parse`.
     """
-    from ncclparse.history import ingest as add_to_history
+    from ncclparse.health.history import ingest as add_to_history
 
     result, failures = parse_inputs(inputs, quiet)
     done = add_to_history(
@@ -216,8 +216,8 @@ def compare(
     Each is a log file or directory of logs, a Parquet/Arrow measurements table, or a
     history directory.
     """
-    from ncclparse.compare import compare as run_compare
-    from ncclparse.compare import format_for, load_measurements, render
+    from ncclparse.health.compare import compare as run_compare
+    from ncclparse.health.compare import format_for, load_measurements, render
     from ncclparse.storage import atomic_output
 
     found = run_compare(

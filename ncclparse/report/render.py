@@ -1,7 +1,7 @@
 """Render a report context into one self-contained HTML page or a Markdown summary.
 
 The context types and how they are built from parsed and analysed tables live in
-:mod:`ncclparse.report_context`; this module owns the Jinja environment (built once,
+:mod:`ncclparse.report.context`; this module owns the Jinja environment (built once,
 ``autoescape=True``, ``StrictUndefined``: a misspelt variable is an error, not an empty
 string) and the formatting filters templates use. Templates do no arithmetic.
 
@@ -19,8 +19,8 @@ from typing import Literal
 import jinja2
 from markupsafe import Markup
 
-from . import formatting
-from .report_context import ReportContext, build_context
+from ncclparse import formatting
+from ncclparse.report.context import ReportContext, build_context
 
 __all__ = [
     "ReportContext",

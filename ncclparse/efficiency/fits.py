@@ -11,8 +11,8 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from . import _columns as arr
-from . import _notes as why
+from ncclparse import columns as arr
+from ncclparse.efficiency import notes as why
 
 SERIES_KEYS = (
     "source",

@@ -20,13 +20,13 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from . import schema
-from .api import parse_many
-from .formatting import format_bytes, format_percent, format_time_us
-from .history import key_text, read_history
-from .inputs import expand
-from .schema import SHAPE_KEYS
-from .storage import read_table
+from ncclparse import schema
+from ncclparse.api import parse_many
+from ncclparse.formatting import format_bytes, format_percent, format_time_us
+from ncclparse.health.history import key_text, read_history
+from ncclparse.inputs import expand
+from ncclparse.schema import SHAPE_KEYS
+from ncclparse.storage import read_table
 
 __all__ = [
     "COMPARE_KEYS",

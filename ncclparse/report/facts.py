@@ -1,7 +1,7 @@
 """Run facts for the report: metadata pairs, messages, unreadable inputs, profiles.
 
 Plain text out of the ``runs`` table and the parse failures, for
-:mod:`ncclparse.report_context`; no formatting beyond joining words.
+:mod:`ncclparse.report.context`; no formatting beyond joining words.
 """
 
 from __future__ import annotations
@@ -11,8 +11,12 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Literal, cast
 
-from .api import ParseResult
-from .hardware import HardwareOptions, HardwareProfile, resolve_profile
+from ncclparse.api import ParseResult
+from ncclparse.efficiency.hardware import (
+    HardwareOptions,
+    HardwareProfile,
+    resolve_profile,
+)
 
 __all__ = [
     "Message",

@@ -1,4 +1,4 @@
-"""The report's "Checks" section: a :class:`~ncclparse.check.CheckResult` made showable.
+"""The report's "Checks" section: a check result made showable.
 
 :func:`check_summary` turns the result of ``ncclparse check`` into a
 :class:`CheckSummary`: case counts, the failed cases (with the messages the check
@@ -14,11 +14,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from .report_verdict import LABELS, Level
+from ncclparse.health.verdict import LABELS, Level
 
 if TYPE_CHECKING:
-    from .blame import HostScore
-    from .check import CheckResult
+    from ncclparse.health.blame import HostScore
+    from ncclparse.health.check import CheckResult
 
 __all__ = ["CheckSummary", "EvidenceRun", "FailedCase", "RunLink", "SlowHost"]
 

@@ -9,10 +9,10 @@ same bytes (fixed ``svg.hashsalt``, no date).
 
 This module holds the charts themselves; the style, axes and SVG export they share
 (on :class:`matplotlib.figure.Figure` directly, never pyplot) are in
-:mod:`ncclparse._figure`.
+:mod:`ncclparse.report.figure`.
 Lines differ by marker and dash as well as colour, so they stay apart when printed in
 grey scale. Text that may come from a log (series labels) passes through
-:func:`~ncclparse._figure.plain` so that ``$`` never switches on mathtext.
+:func:`~ncclparse.report.figure.plain` so that ``$`` never switches on mathtext.
 """
 
 from __future__ import annotations
@@ -25,7 +25,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
 
-from ._figure import (
+from ncclparse.formatting import format_bytes, format_time_us
+from ncclparse.report.figure import (
     COLORS,
     DASHES,
     MARKERS,
@@ -37,7 +38,6 @@ from ._figure import (
     size_axis,
     styled,
 )
-from .formatting import format_bytes, format_time_us
 
 __all__ = [
     "OverlaySeries",

@@ -38,13 +38,13 @@ import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.parquet as pq
 
-from . import schema
-from ._columns import fill_null
-from .api import ParseResult
-from .efficiency import bandwidth_columns
-from .errors import InputError, NcclParseError
-from .rules import HistoryPolicy
-from .storage import atomic_output
+from ncclparse import schema
+from ncclparse.api import ParseResult
+from ncclparse.columns import fill_null
+from ncclparse.efficiency import bandwidth_columns
+from ncclparse.errors import InputError, NcclParseError
+from ncclparse.health.rules import HistoryPolicy
+from ncclparse.storage import atomic_output
 
 __all__ = [
     "BASELINE_KEYS",

@@ -7,8 +7,8 @@ in the ``efficiency_note`` column.
 
 This module assembles the rows: the hardware figures and node count of each row, the
 efficiency, and the attribution of the gap to the ideal. The bandwidth recomputation
-and the ideal itself are in :mod:`ncclparse._bandwidth` (re-exported here), the fits in
-:mod:`ncclparse.fits`.
+is in :mod:`~ncclparse.efficiency.bandwidth`, the ideal in
+:mod:`~ncclparse.efficiency.ideal`, the fits in :mod:`~ncclparse.efficiency.fits`.
 """
 
 from __future__ import annotations
@@ -20,34 +20,20 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from . import _columns as arr
-from . import _notes as why
-from ._bandwidth import (
-    Columns,
-    IdealBandwidth,
-    bandwidth_columns,
-    bandwidths,
-    busbw_factor,
-    ideal_bandwidth,
-    ideal_busbw,
+from ncclparse import columns as arr
+from ncclparse.collectives import COLLECTIVES, TABLE, BusbwKind, Steps
+from ncclparse.efficiency import notes as why
+from ncclparse.efficiency.bandwidth import Columns, bandwidths
+from ncclparse.efficiency.fits import FIT_CLASSES, fit_series
+from ncclparse.efficiency.hardware import (
+    HardwareOptions,
+    HardwareProfile,
+    resolve_profile,
 )
-from .errors import ProfileError
-from .fits import FIT_CLASSES, FIT_COLUMNS, SERIES_KEYS, fit_series
-from .hardware import HardwareOptions, HardwareProfile, resolve_profile
+from ncclparse.efficiency.ideal import ideal_busbw
+from ncclparse.errors import ProfileError
 
-__all__ = [
-    "FIT_CLASSES",
-    "FIT_COLUMNS",
-    "ROW_COLUMNS",
-    "SERIES_KEYS",
-    "Analysis",
-    "IdealBandwidth",
-    "analyze",
-    "bandwidth_columns",
-    "busbw_factor",
-    "ideal_bandwidth",
-    "ideal_busbw",
-]
+__all__ = ["ROW_COLUMNS", "Analysis", "analyze"]
 
 ROW_COLUMNS = (
     "busbw_factor",
@@ -71,6 +57,9 @@ ROW_COLUMNS = (
     "gap_residual_us",
     "efficiency_note",
 )
+
+# Steps per 1-based collective code (0: unknown or no model).
+_STEPS = np.array([0, *(TABLE[c].steps or 0 for c in COLLECTIVES)])
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +120,7 @@ def analyze(
     fit = fit_series(cols.table, fit_ok, cols.size, cols.time)
     reasons |= fit.reasons
 
-    steps = _latency_steps(bw["kind"], n)
+    steps = _latency_steps(cols.code, n)
     hw_lat = steps * hw["alpha"]
     reasons |= np.where(
         np.isnan(hw_lat) & ~np.isnan(fit.alpha) & ~np.isnan(ideal), why.NO_ALPHA, 0
@@ -270,12 +259,21 @@ def _nodes(
     return np.where(uneven, np.nan, q), reasons
 
 
-def _latency_steps(kind: np.ndarray, n: np.ndarray) -> np.ndarray:
-    """Fewest alpha steps of any seed 000 algorithm (costmodels.latency_steps)."""
+def _latency_steps(code: np.ndarray, n: np.ndarray) -> np.ndarray:
+    """Fewest alpha steps per row (:func:`ncclparse.collectives.latency_steps`)."""
     with np.errstate(divide="ignore", invalid="ignore"):
         log = np.ceil(np.log2(np.maximum(n, 1)))
-    ring = n - 1
-    return np.select([kind == 1, kind == 2, kind == 3], [2 * log, ring, log], np.nan)
+    steps = _STEPS[code]
+    return np.select(
+        [
+            steps == Steps.ONE,
+            steps == Steps.LOG,
+            steps == Steps.TWO_LOG,
+            steps == Steps.LINEAR,
+        ],
+        [np.ones_like(n), log, 2 * log, n - 1],
+        np.nan,
+    )
 
 
 def _staging(
@@ -289,5 +287,6 @@ def _staging(
     staged = hw["staged"] & (q > 1)
     with np.errstate(divide="ignore", invalid="ignore"):
         term = 4 * size / ((n / q) * hw["pcie"] * 1e3)
-    value = np.where(staged, np.where(kind == 1, term, np.nan), 0.0)
-    return value, np.where(staged & (kind != 1), why.STAGING, 0)
+    reduce_all = kind == BusbwKind.REDUCE_ALL  # all_reduce: the only one modelled
+    value = np.where(staged, np.where(reduce_all, term, np.nan), 0.0)
+    return value, np.where(staged & ~reduce_all, why.STAGING, 0)

@@ -16,8 +16,8 @@ import re
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
-from .errors import ProfileError
-from .units import bandwidth_gbps, size_bytes, time_us
+from ncclparse.errors import ProfileError
+from ncclparse.units import bandwidth_gbps, size_bytes, time_us
 
 __all__ = [
     "ALGORITHMS",
@@ -30,7 +30,6 @@ __all__ = [
     "crossover_bytes",
     "data_path_all_reduce",
     "hierarchical_all_reduce",
-    "latency_steps",
     "overlapped_time",
     "predict",
     "regime",
@@ -193,16 +192,6 @@ def predict(
     latency = steps * time_us(alpha)
     bandwidth_term = multiplier * n / (bandwidth_gbps(bandwidth) * 1e3)
     return Prediction(latency + bandwidth_term, latency, bandwidth_term)
-
-
-def latency_steps(collective: str, ranks: int) -> int | None:
-    """Fewest alpha steps any seed 000 algorithm needs for ``collective`` on P ranks.
-
-    The hardware latency floor used by gap attribution; None for collectives seed 000
-    does not model (hypercube, alltoallv ...).
-    """
-    steps = [t(ranks)[0] for (c, _), t in _TERMS.items() if c == collective]
-    return min(steps) if steps else None
 
 
 def hierarchical_all_reduce(

@@ -1,12 +1,13 @@
 """The preset hardware profiles, every figure with its source.
 
 Figures we could not source are left ``None``, never guessed. ``device_pattern`` is
-what :func:`ncclparse.hardware.match_device` looks for in the GPU name a log prints.
+what :func:`~ncclparse.efficiency.hardware.match_device` looks for in the GPU name a
+log prints.
 """
 
 from __future__ import annotations
 
-from ._profile import HardwareProfile
+from ncclparse.efficiency.profile import HardwareProfile
 
 _NVIDIA_NVLINK = (
     "NVIDIA {gpu} datasheet: NVLink {bidir} GB/s bidirectional per GPU, halved"

@@ -1,7 +1,7 @@
 """The vocabulary of a check: cases, findings, series keys and message helpers.
 
-Shared by :mod:`ncclparse.check` (thresholds, history, hosts) and
-:mod:`ncclparse.integrity` (inputs, runs, expectations).
+Shared by :mod:`ncclparse.health.check` (thresholds, history, hosts) and
+:mod:`ncclparse.health.integrity` (inputs, runs, expectations).
 """
 
 from __future__ import annotations
@@ -10,8 +10,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from .formatting import format_bytes, format_gbps, format_percent, format_time_us
-from .schema import SHAPE_KEYS
+from ncclparse.formatting import (
+    format_bytes,
+    format_gbps,
+    format_percent,
+    format_time_us,
+)
+from ncclparse.schema import SHAPE_KEYS
 
 __all__ = [
     "FORMAT",

@@ -23,12 +23,12 @@ EXIT_BAD_INPUT = 1  # an input could not be read or recognised (others still wri
 # Commands kept in other modules, imported only when called: start-up stays cheap and
 # this module small.
 _LAZY_COMMANDS = {
-    "ideal": "ncclparse.cli_models",
-    "model": "ncclparse.cli_models",
-    "profiles": "ncclparse.cli_models",
-    "check": "ncclparse.cli_nightly",
-    "ingest": "ncclparse.cli_nightly",
-    "compare": "ncclparse.cli_nightly",
+    "ideal": "ncclparse.cli.models",
+    "model": "ncclparse.cli.models",
+    "profiles": "ncclparse.cli.models",
+    "check": "ncclparse.cli.nightly",
+    "ingest": "ncclparse.cli.nightly",
+    "compare": "ncclparse.cli.nightly",
 }
 
 

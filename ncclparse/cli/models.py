@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from ncclparse.cli import show_values
+from ncclparse.cli.app import show_values
 
 
 @click.command()
@@ -64,7 +64,7 @@ def model(
     collective: str, size: str, algorithm: str | None, as_json: bool, **options: Any
 ) -> None:
     """Predict a collective's time from a cost model, with its terms."""
-    from ncclparse import costmodels
+    from ncclparse.efficiency import costmodels
 
     o = options
     if algorithm == "hierarchical":
@@ -109,7 +109,7 @@ def model(
 @click.option("--json", "as_json", is_flag=True, help="Print JSON.")
 def profiles(as_json: bool) -> None:
     """List the built-in hardware profiles with their figures and sources."""
-    from ncclparse.hardware import PRESETS
+    from ncclparse.efficiency.hardware import PRESETS
 
     if as_json:
         click.echo(json.dumps({k: p.as_dict() for k, p in PRESETS.items()}, indent=2))
