@@ -10,9 +10,7 @@ from dataclasses import dataclass, field
 import pyarrow as pa
 
 from ncclparse.errors import NcclParseError
-from ncclparse.parsers import parse_lines
-from ncclparse.parsers._lines import Source, open_source
-from ncclparse.parsers._model import Collector
+from ncclparse.parsers import Collector, Source, open_source, parse_lines
 
 
 @dataclass(frozen=True)
@@ -20,7 +18,7 @@ class ParseResult:
     """The tables parsed from one or more sources.
 
     ``measurements`` and ``runs`` conform to schema.md; ``accounting`` maps each
-    source to the number of its lines of each kind (``parsers._model.LINE_KINDS``);
+    source to the number of its lines of each kind (``parsers.LINE_KINDS``);
     ``failures`` holds the error of each source that could not be parsed (only
     :func:`parse_many` collects them, :func:`parse` raises).
     """

@@ -6,6 +6,7 @@ from typing import Any, TypeVar, cast
 
 import numpy as np
 import numpy.typing as npt
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -70,3 +71,15 @@ def dictionary_codes(
     encoded = cast("pa.DictionaryArray[Any, Any]", pc.dictionary_encode(array))
     codes = fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False) + 1
     return codes.astype(np.int64), len(encoded.dictionary) + 1
+
+
+def key_text(column: pa.ChunkedArray[Any] | pa.Array[Any]) -> pd.Series[str]:
+    """A key column as text with "" for null, the same for every table.
+
+    Through pandas, an int column with a null becomes float ("16.0"); cast in Arrow,
+    16 is "16" whether or not the column has nulls, so keys from different tables
+    (candidate, history) compare equal.
+    """
+    if pa.types.is_string(column.type):
+        return fill_null(column, "").to_pandas()
+    return fill_null(pc.cast(column, pa.string()), "").to_pandas()

@@ -9,6 +9,8 @@ powers of two; bandwidths are decimal (GB = 1e9 B), as nccl-tests prints them.
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping
+from typing import Any
 
 __all__ = [
     "MISSING",
@@ -17,6 +19,7 @@ __all__ = [
     "format_gbps",
     "format_percent",
     "format_time_us",
+    "series_label",
 ]
 
 MISSING = "\u2013"  # en dash: reads as "no value", unlike 0 or a blank cell
@@ -108,3 +111,31 @@ def format_count(value: float | None) -> str:
     if float(value).is_integer():
         return f"{int(value):,}"
     return f"{value:g}"
+
+
+def series_label(key: Mapping[str, Any]) -> str:
+    """A series or block in words, the same everywhere: ``"all_reduce float sum
+    out-of-place 16 ranks on 2 nodes root 0"``.
+
+    ``key`` maps key names (``schema.SERIES_KEYS``) to values; missing ones (None,
+    "", NaN) and keys it lacks are left out. A null collective reads "unknown".
+    """
+
+    def given(name: str) -> str | None:
+        value = key.get(name)
+        if value is None or value == "" or _missing(value):
+            return None
+        if isinstance(value, float) and value.is_integer():
+            value = int(value)
+        return str(value)
+
+    words = [given("collective") or "unknown"]
+    words += [w for w in (given(k) for k in ("dtype", "redop", "placement")) if w]
+    ranks, nodes, root = given("nranks"), given("nnodes"), given("root")
+    if ranks:
+        words.append(f"{ranks} ranks")
+    if nodes:
+        words.append(f"on {nodes} node{'s' * (nodes != '1')}")
+    if root:
+        words.append(f"root {root}")
+    return " ".join(words)

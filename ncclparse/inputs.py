@@ -1,4 +1,5 @@
-"""Expand command-line inputs: files, directories (recursively) and ``-`` for stdin."""
+"""Command-line inputs: files, directories (recursively) and ``-`` for stdin; a
+measurements table from a table file, a history directory or logs."""
 
 from __future__ import annotations
 
@@ -6,8 +7,11 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
+
+from ncclparse import schema
 from ncclparse.errors import InputError
-from ncclparse.parsers._lines import Source
+from ncclparse.parsers import Source
 
 STDIN = "-"
 
@@ -32,3 +36,30 @@ def expand(inputs: tuple[str, ...]) -> Iterator[tuple[Source, str] | InputError]
             yield path, item
         else:
             yield InputError(f"{item}: no such file or directory")
+
+
+def load_measurements(path: str) -> pa.Table:
+    """Read one side: a Parquet/Arrow table, a history directory, or benchmark logs.
+
+    Raises NcclParseError (InputError, SchemaError, UnknownLogFormatError) naming the
+    input when it cannot be read.
+    """
+    # Imported here: this module is on every command's start-up path.
+    from ncclparse.api import parse_many
+    from ncclparse.health.history import read_history
+    from ncclparse.storage import read_table
+
+    candidate = Path(path)
+    if candidate.suffix.lower() in (".parquet", ".pq", ".arrow", ".feather", ".ipc"):
+        return read_table(candidate)
+    if candidate.is_dir() and any(candidate.glob("date=*")):
+        return read_history(candidate).select(list(schema.MEASUREMENT_COLUMNS))
+
+    items = list(expand((path,)))
+    errors = [e for e in items if isinstance(e, Exception)]
+    if errors:
+        raise errors[0]
+    result = parse_many(e for e in items if not isinstance(e, Exception))
+    if result.failures:
+        raise result.failures[0]
+    return result.measurements

@@ -106,9 +106,24 @@ RUNS_SCHEMA = pa.schema(RUN_FIELDS, metadata=_METADATA)
 MEASUREMENT_COLUMNS = tuple(f.name for f in MEASUREMENT_FIELDS)
 RUN_COLUMNS = tuple(f.name for f in RUN_FIELDS)
 
-# What makes two measurements comparable, apart from where they were read and their
-# size: the series identity used by fits, checks, history baselines and comparisons.
-SHAPE_KEYS = ("collective", "dtype", "redop", "root", "placement", "nranks", "nnodes")
+# The grouping keys, one vocabulary for every module:
+# - SHAPE_KEYS: what makes measurements of different runs comparable, apart from
+#   their size (history baselines, comparisons, slow-host scores);
+# - SERIES_KEYS: one run's sweep of one shape (fits, checks);
+# - BLOCK_KEYS: a series with both placements together (report sections, verdicts).
+RUN_KEYS = ("source", "run")
+SHAPE_KEYS = (
+    "tool",
+    "collective",
+    "dtype",
+    "redop",
+    "root",
+    "placement",
+    "nranks",
+    "nnodes",
+)
+SERIES_KEYS = (*RUN_KEYS, *SHAPE_KEYS)
+BLOCK_KEYS = tuple(k for k in SERIES_KEYS if k != "placement")
 
 # A run is complete (its footer was read), truncated (the log ends first) or failed
 # (the tool reported an error).

@@ -47,7 +47,7 @@ def test_healthy_real_log_every_case() -> None:
     ]
     bandwidth = _by_rule(result, "bandwidth")[0]
     assert bandwidth.name == (
-        f"all_reduce float32 sum out-of-place 16 ranks [{derive.HEALTHY}#0]"
+        f"all_reduce float32 sum out-of-place 16 ranks on 2 nodes [{derive.HEALTHY}#0]"
     )
     assert bandwidth.checked == 6
     assert bandwidth.hosts == derive.HOSTS
@@ -62,7 +62,7 @@ def test_threshold_failure_names_sizes_numbers_and_hosts() -> None:
     assert case.status == "fail"
     assert case.message == (
         f"{derive.HEALTHY} run 0 (hosts ztan-mig-235z, ztan-mig-gq73) all_reduce "
-        "float32 sum out-of-place 16 ranks: efficiency below 60.0 % at 1 of 6 sizes: "
+        "float32 sum out-of-place 16 ranks on 2 nodes: efficiency below 60.0 % at 1 of 6 sizes: "
         "256 MiB (268435456 B) 56.9 % < 60.0 %"
     )
     assert [f.size_bytes for f in case.findings] == [268435456]

@@ -10,14 +10,11 @@ import pyarrow as pa
 import pytest
 
 import ncclparse
-from ncclparse.health.compare import (
-    CompareRow,
-    Comparison,
-    compare,
-    format_for,
-    load_measurements,
-    render,
-)
+from ncclparse.health.compare import CompareRow, Comparison, compare
+from ncclparse.health.outputs import comparison_format as format_for
+from ncclparse.health.outputs import render_comparison
+from ncclparse.inputs import load_measurements
+from ncclparse.report.render import render_comparison_html
 from tests import _derive as derive
 
 GIB = 2**30
@@ -78,26 +75,28 @@ def test_nothing_in_common_is_incomparable() -> None:
 
 def test_renderings() -> None:
     found = compare(_table(derive.healthy()), _table(derive.healthy()))
-    assert render(found, "text").splitlines()[1] == (
+    assert render_comparison(found, "text").splitlines()[1] == (
         "all_reduce float32 sum in-place 16 ranks on 2 nodes  8 B  124 µs  124 µs  "
         "+0.0%  same"
     )
-    markdown = render(found, "markdown").splitlines()
+    markdown = render_comparison(found, "markdown").splitlines()
     assert (
         markdown[2]
         == "| series | size | baseline | candidate | busbw change | verdict |"
     )
-    document = json.loads(render(found, "json"))
+    document = json.loads(render_comparison(found, "json"))
     assert set(document) == {"format", "version", "rows", "only_baseline",
                              "only_candidate", "threshold", "verdict",
                              "geomean_change"}  # fmt: skip
     with pytest.raises(ValueError, match="unknown format"):
-        render(found, "pdf")
+        render_comparison(found, "pdf")
 
 
 def test_html_escapes_names_from_logs() -> None:
     row = CompareRow("<script>alert(1)</script>", 8, 1.0, 2.0, -0.5, "regression")
-    html = render(Comparison((row,), ("a&b",), (), 0.05, "regression", -0.5), "html")
+    html = render_comparison_html(
+        Comparison((row,), ("a&b",), (), 0.05, "regression", -0.5)
+    )
     assert "<script>alert" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "a&amp;b" in html

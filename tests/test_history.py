@@ -1,4 +1,4 @@
-"""History: idempotent, concurrent and interrupted ingests; tags; baselines."""
+"""History: idempotent, concurrent and interrupted ingests; tags."""
 
 from __future__ import annotations
 
@@ -14,7 +14,6 @@ import pytest
 
 import ncclparse
 from ncclparse.health import history as history
-from ncclparse.health.rules import HistoryPolicy
 from tests import _derive as derive
 
 NOW = dt.datetime(2026, 3, 1, 2, 0, tzinfo=dt.UTC)
@@ -137,39 +136,3 @@ def test_read_filters_by_tags(tmp_path: Path) -> None:
 def test_missing_history_directory_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(ncclparse.InputError, match="history directory not found"):
         history.read_history(tmp_path / "nope")
-
-
-def test_baseline_median_mad_and_window(tmp_path: Path) -> None:
-    # Six nights, night k uniformly k % slower (factor 1.00 .. 1.05), one per day.
-    for k in range(6):
-
-        def factor(size: int, k: int = k) -> float:
-            return 1 + k / 100
-
-        text = derive.scale(derive.healthy(), factor)
-        day = NOW - dt.timedelta(days=6 - k)
-        history.ingest(
-            ncclparse.parse(io.StringIO(text), name=f"n{k}.log"), tmp_path, now=day
-        )
-    table = history.read_history(tmp_path)
-    policy = HistoryPolicy(window=4, max_age_days=0)
-    base = history.baselines(table, policy)
-    key = ("nccl-tests", "all_reduce", "float32", "sum", "", "out-of-place", "16", "2",
-           8589934592)  # fmt: skip
-    # pandas-stubs type no MultiIndex row key longer than (row, column).
-    row = base.loc[key]  # type: ignore[index]
-    # The 4 most recent nights: 1.02..1.05 x 47535 us.
-    times = [47535 * (1 + k / 100) for k in (2, 3, 4, 5)]
-    assert row["runs"] == 4
-    assert row["time_median"] == pytest.approx(pd.Series(times).median(), abs=1)
-    assert row["time_mad"] == pytest.approx(475.35, abs=1)
-    assert (row["first_date"], row["last_date"]) == ("2026-02-25", "2026-02-28")
-    # Age limit: only the last 2 days count.
-    recent = history.baselines(table, HistoryPolicy(max_age_days=2), today=NOW.date())
-    assert recent["runs"].max() == 2
-    # The candidate itself is never its own baseline.
-    key = table["ingest_key"][0].as_py()
-    excluded = history.baselines(
-        table, HistoryPolicy(max_age_days=0), exclude_keys=frozenset({key})
-    )
-    assert excluded["runs"].max() == 5

@@ -32,7 +32,7 @@ def _parse(path: Path) -> ncclparse.ParseResult:
 def test_detected_and_every_line_accounted(path: Path) -> None:
     with path.open(newline="") as handle:
         head = list(itertools.islice(_lines.numbered(handle), SNIFF_LINES))
-    assert next(p.name for p in PARSERS if p.sniff(head)) == imb.NAME
+    assert next(p.NAME for p in PARSERS if p.sniff(head)) == imb.NAME
     result = _parse(path)
     accounting = result.accounting[path.name]
     assert sum(accounting.values()) == len(path.read_text().splitlines())

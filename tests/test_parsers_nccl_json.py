@@ -16,8 +16,7 @@ from typing import Any
 import pytest
 
 import ncclparse
-from ncclparse.parsers import PARSERS, SNIFF_LINES
-from ncclparse.parsers._lines import numbered
+from ncclparse.parsers import PARSERS, SNIFF_LINES, numbered
 from tests.conftest import FIXTURES, NCCL_LOGS
 
 JSON_DIR = FIXTURES / "nccl_json"
@@ -56,7 +55,7 @@ def _lines_named(warnings: list[str]) -> set[int]:
 def _sniffed_by(path: Path) -> list[str]:
     with path.open(encoding="utf-8", errors="replace", newline="") as handle:
         head = list(itertools.islice(numbered(handle), SNIFF_LINES))
-    return [p.name for p in PARSERS if p.sniff(head)]
+    return [p.NAME for p in PARSERS if p.sniff(head)]
 
 
 def test_complete_run_fields() -> None:

@@ -44,7 +44,7 @@ def _head(path: Path) -> list[_lines.Line]:
 @pytest.mark.parametrize("path", LOGS + CSVS, ids=lambda p: p.name)
 def test_detected_and_every_line_accounted(path: Path) -> None:
     head = _head(path)
-    chosen = next(p.name for p in PARSERS if p.sniff(head))
+    chosen = next(p.NAME for p in PARSERS if p.sniff(head))
     assert chosen == (oneccl_csv.NAME if path.suffix == ".csv" else oneccl.NAME)
     result = _parse(path)
     accounting = result.accounting[path.name]

@@ -25,7 +25,7 @@ from hypothesis import strategies as st
 
 import ncclparse
 from ncclparse.errors import NcclParseError
-from ncclparse.parsers._model import LINE_KINDS
+from ncclparse.parsers import LINE_KINDS
 from ncclparse.schema import MEASUREMENTS_SCHEMA, RUNS_SCHEMA, conform
 from tests.conftest import FIXTURES, string_lists
 

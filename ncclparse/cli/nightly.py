@@ -217,13 +217,19 @@ def compare(
     history directory.
     """
     from ncclparse.health.compare import compare as run_compare
-    from ncclparse.health.compare import format_for, load_measurements, render
+    from ncclparse.health.outputs import comparison_format, render_comparison
+    from ncclparse.inputs import load_measurements
+    from ncclparse.report.render import render_comparison_html
     from ncclparse.storage import atomic_output
 
     found = run_compare(
         load_measurements(baseline), load_measurements(candidate), threshold=threshold
     )
-    text = render(found, format_for(output, fmt))
+    chosen = comparison_format(output, fmt)
+    if chosen == "html":
+        text = render_comparison_html(found)
+    else:
+        text = render_comparison(found, chosen)
     if output is None:
         click.echo(text, nl=False)
     else:

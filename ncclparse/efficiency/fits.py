@@ -13,17 +13,8 @@ import pyarrow as pa
 
 from ncclparse import columns as arr
 from ncclparse.efficiency import notes as why
+from ncclparse.schema import SERIES_KEYS
 
-SERIES_KEYS = (
-    "source",
-    "run",
-    "collective",
-    "dtype",
-    "redop",
-    "root",
-    "placement",
-    "nranks",
-)
 FIT_CLASSES = (
     "excellent",
     "useful",

@@ -19,15 +19,14 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ncclparse.health.history import key_text
+from ncclparse.columns import key_text
 from ncclparse.health.rules import BlamePolicy
 from ncclparse.schema import SHAPE_KEYS
 
 __all__ = ["HostScore", "RunScore", "blame", "run_scores"]
 
-_SHAPE = ("tool", *SHAPE_KEYS)
 # A median of two runs cannot tell which one is slow.
-_MIN_SHAPE_RUNS = 3
+_MINSHAPE_KEYS_RUNS = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,9 +78,9 @@ def run_scores(measurements: pa.Table, runs: pa.Table) -> tuple[RunScore, ...]:
 
     Rows with size 0, a non-positive time, grouped or CPU times are not used.
     """
-    columns = [*_SHAPE, "source", "run", "size_bytes", "time_us"]
+    columns = [*SHAPE_KEYS, "source", "run", "size_bytes", "time_us"]
     frame = measurements.select(columns).to_pandas()
-    for name in _SHAPE:  # nulls as "" so that groupby keeps them as one value
+    for name in SHAPE_KEYS:  # nulls as "" so that groupby keeps them as one value
         frame[name] = key_text(measurements[name])
     usable = (
         (frame["size_bytes"] > 0)
@@ -95,13 +94,13 @@ def run_scores(measurements: pa.Table, runs: pa.Table) -> tuple[RunScore, ...]:
     frame = cast(
         pd.DataFrame,
         frame.groupby(
-            [*_SHAPE, "source", "run", "size_bytes"], as_index=False, sort=False
+            [*SHAPE_KEYS, "source", "run", "size_bytes"], as_index=False, sort=False
         )["time_us"].median(),
     )
-    shape = list(_SHAPE)
+    shape = list(SHAPE_KEYS)
     frame["run_id"] = frame["source"] + "#" + frame["run"].astype(str)
     frame["runs_in_shape"] = frame.groupby(shape)["run_id"].transform("nunique")
-    frame = frame[frame["runs_in_shape"] >= _MIN_SHAPE_RUNS]
+    frame = frame[frame["runs_in_shape"] >= _MINSHAPE_KEYS_RUNS]
     if frame.empty:
         return ()
     typical = frame.groupby([*shape, "size_bytes"])["time_us"].transform("median")

@@ -15,12 +15,12 @@ from ncclparse.formatting import (
     format_gbps,
     format_percent,
     format_time_us,
+    series_label,
 )
-from ncclparse.schema import SHAPE_KEYS
+from ncclparse.schema import SERIES_KEYS
 
 __all__ = [
     "FORMAT",
-    "SERIES_KEYS",
     "Case",
     "Finding",
     "Status",
@@ -30,7 +30,6 @@ __all__ = [
 ]
 
 Status = Literal["pass", "fail", "skip"]
-SERIES_KEYS = ("source", "run", "tool", *SHAPE_KEYS)
 SHOWN = 5  # sizes spelled out in one message; the rest are counted
 FORMAT: dict[str, Callable[[float | None], str]] = {
     "efficiency": format_percent,
@@ -70,16 +69,14 @@ class Case:
 def context(key: tuple[Any, ...], runs: dict[Any, dict[str, Any]]) -> dict[str, Any]:
     source, run = key[0], int(key[1])
     found = hosts(runs.get((source, run), {}))
-    _, _, _, coll, dtype, redop, root, place, nranks, _ = key
-    label = " ".join(x for x in (coll or "unknown", dtype, redop, place) if x)
-    label += f" {nranks} ranks" if nranks else ""
-    label += f" root {root}" if root else ""
+    values = dict(zip(SERIES_KEYS, key, strict=True))
+    coll = values["collective"]
     return {
         "source": source,
         "run": run,
         "hosts": found,
         "collective": coll or None,
-        "label": label,
+        "label": series_label(values),
         "where": f"{source} run {run} (hosts {', '.join(found) or 'unknown'})",
         "key": key,
     }

@@ -21,23 +21,24 @@ import pandas as pd
 import pyarrow as pa
 
 from ncclparse.api import ParseResult
+from ncclparse.columns import key_text
 from ncclparse.efficiency import analyze
 from ncclparse.formatting import format_bytes
+from ncclparse.health.baselines import BASELINE_KEYS, baselines
 from ncclparse.health.blame import HostScore, blame, run_scores
 from ncclparse.health.cases import (
     FORMAT,
-    SERIES_KEYS,
     Case,
     Finding,
     Status,
     context,
     sizes,
 )
-from ncclparse.health.history import BASELINE_KEYS, baselines, key_text
 from ncclparse.health.integrity import expect_cases, input_case, integrity_case
 from ncclparse.health.rules import Rule, Rules
+from ncclparse.schema import SERIES_KEYS
 
-__all__ = ["SERIES_KEYS", "Case", "CheckResult", "Finding", "check"]
+__all__ = ["Case", "CheckResult", "Finding", "check"]
 
 
 @dataclass(frozen=True, slots=True)

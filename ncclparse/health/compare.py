@@ -1,45 +1,30 @@
-"""Baseline vs candidate: per size deltas and a verdict, as text, JSON, Markdown, HTML.
+"""Baseline vs candidate: per size deltas and a verdict.
 
-Two ``measurements`` tables are aligned on (collective, dtype, redop, root,
-placement, nranks, nnodes, size_bytes); several runs on one side count as their
+Two ``measurements`` tables are aligned on their shape (``schema.SHAPE_KEYS``) and
+size; several runs on one side count as their
 median time. For one series and size, bus bandwidth is size x factor / time, so the
 bandwidth change is ``baseline time / candidate time - 1`` for every collective (and
 defined at sizes where busbw rounds to 0). A size changes when that exceeds
 ``threshold`` either way; the verdict is ``regression`` if any size regressed.
+Renderings: :func:`ncclparse.health.outputs.render_comparison` (text, JSON, Markdown)
+and :func:`ncclparse.report.render.render_comparison_html`.
 """
 
 from __future__ import annotations
 
-import json
-import math
-from dataclasses import asdict, dataclass
-from pathlib import Path
+from dataclasses import dataclass
 
-import jinja2
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ncclparse import schema
-from ncclparse.api import parse_many
-from ncclparse.formatting import format_bytes, format_percent, format_time_us
-from ncclparse.health.history import key_text, read_history
-from ncclparse.inputs import expand
+from ncclparse.columns import key_text
+from ncclparse.formatting import format_bytes, series_label
 from ncclparse.schema import SHAPE_KEYS
-from ncclparse.storage import read_table
 
-__all__ = [
-    "COMPARE_KEYS",
-    "CompareRow",
-    "Comparison",
-    "compare",
-    "format_for",
-    "load_measurements",
-    "render",
-]
+__all__ = ["COMPARE_KEYS", "CompareRow", "Comparison", "compare"]
 
 COMPARE_KEYS = (*SHAPE_KEYS, "size_bytes")
-FORMATS = ("text", "json", "markdown", "html")
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,37 +52,6 @@ class Comparison:
     threshold: float
     verdict: str  # regression | improvement | same | incomparable
     geomean_change: float | None
-
-
-def load_measurements(path: str) -> pa.Table:
-    """Read one side: a Parquet/Arrow table, a history directory, or benchmark logs.
-
-    Raises NcclParseError (InputError, SchemaError, UnknownLogFormatError) naming the
-    input when it cannot be read.
-    """
-    candidate = Path(path)
-    if candidate.suffix.lower() in (".parquet", ".pq", ".arrow", ".feather", ".ipc"):
-        return read_table(candidate)
-    if candidate.is_dir() and any(candidate.glob("date=*")):
-        return read_history(candidate).select(list(schema.MEASUREMENT_COLUMNS))
-    items = list(expand((path,)))
-    errors = [e for e in items if isinstance(e, Exception)]
-    if errors:
-        raise errors[0]
-    result = parse_many(e for e in items if not isinstance(e, Exception))
-    if result.failures:
-        raise result.failures[0]
-    return result.measurements
-
-
-def format_for(path: Path | None, explicit: str | None = None) -> str:
-    """The rendering: ``explicit``, else by extension (.json, .md, .html), else text."""
-    if explicit is not None:
-        return explicit
-    suffix = path.suffix.lower() if path is not None else ""
-    return {".json": "json", ".md": "markdown", ".html": "html", ".htm": "html"}.get(
-        suffix, "text"
-    )
 
 
 def compare(
@@ -150,49 +104,6 @@ def compare(
     )
 
 
-def render(comparison: Comparison, fmt: str) -> str:
-    """Render as ``text``, ``json``, ``markdown`` or ``html`` (Jinja, autoescaped)."""
-    if fmt == "json":
-        document = {
-            "format": "ncclparse-compare",
-            "version": 1,
-            **asdict(comparison),
-        }
-        return json.dumps(_finite(document), indent=2, allow_nan=False) + "\n"
-    if fmt == "html":
-        return _environment().get_template("compare.html").render(c=comparison)
-    if fmt not in ("text", "markdown"):
-        raise ValueError(f"unknown format {fmt!r} (one of {', '.join(FORMATS)})")
-    md = fmt == "markdown"
-    head = f"verdict: {comparison.verdict} (threshold {comparison.threshold:.0%}"
-    if comparison.geomean_change is not None:
-        head += f", geometric mean change {comparison.geomean_change:+.1%}"
-    lines = [f"## {head})" if md else head + ")"]
-    if md:
-        lines += [
-            "",
-            "| series | size | baseline | candidate | busbw change | verdict |",
-        ]
-        lines.append("| --- | --- | --- | --- | --- | --- |")
-    for r in comparison.rows:
-        cells = (
-            r.series,
-            format_bytes(r.size_bytes),
-            format_time_us(r.baseline_time_us),
-            format_time_us(r.candidate_time_us),
-            f"{r.change:+.1%}",
-            r.verdict,
-        )
-        lines.append(f"| {' | '.join(cells)} |" if md else "  ".join(cells))
-    for title, items in (
-        ("only in baseline", comparison.only_baseline),
-        ("only in candidate", comparison.only_candidate),
-    ):
-        if items:
-            lines += ["", f"{title}: {', '.join(items)}"]
-    return "\n".join(lines) + "\n"
-
-
 def _medians(table: pa.Table) -> pd.DataFrame:
     frame = pd.DataFrame({k: key_text(table[k]) for k in COMPARE_KEYS[:-1]})
     frame["size_bytes"] = table["size_bytes"].to_pandas()
@@ -207,29 +118,4 @@ def _medians(table: pa.Table) -> pd.DataFrame:
 
 
 def _label(key: tuple[str, ...]) -> str:
-    coll, dtype, redop, root, placement, nranks, nnodes, _ = key
-    parts = [coll or "unknown", dtype, redop, placement]
-    text = " ".join(p for p in parts if p)
-    text += f" {nranks} ranks" if nranks else ""
-    text += f" on {nnodes} nodes" if nnodes else ""
-    return text + (f" root {root}" if root else "")
-
-
-def _finite(value: object) -> object:
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.PackageLoader("ncclparse.templates", ""),
-        autoescape=True,
-        undefined=jinja2.StrictUndefined,
-    )
-    env.filters.update(bytes=format_bytes, time_us=format_time_us, pct=format_percent)
-    return env
+    return series_label(dict(zip(SHAPE_KEYS, key, strict=False)))

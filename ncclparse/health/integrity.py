@@ -13,8 +13,9 @@ from typing import Any
 import pandas as pd
 
 from ncclparse.formatting import format_bytes
-from ncclparse.health.cases import SERIES_KEYS, Case, Finding, Status, context, hosts
+from ncclparse.health.cases import Case, Finding, Status, context, hosts
 from ncclparse.health.rules import Rules
+from ncclparse.schema import SERIES_KEYS
 
 __all__ = ["expect_cases", "input_case", "integrity_case"]
 

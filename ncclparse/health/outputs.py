@@ -1,4 +1,4 @@
-"""Render a :class:`~ncclparse.health.check.CheckResult` for CI, dashboards and people.
+"""Render check results and comparisons for CI, dashboards and people.
 
 Pure: each function returns a ``str``. Formats: JUnit XML (one test case per rule and
 series), JSON (documented in ``docs/check-json.md``), the Prometheus text exposition
@@ -12,14 +12,20 @@ import math
 import re
 import time
 import xml.etree.ElementTree as ET
+from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
+from ncclparse.formatting import format_bytes, format_time_us
 from ncclparse.health.check import CheckResult
+from ncclparse.health.compare import Comparison
 from ncclparse.storage import atomic_output
 
 __all__ = [
+    "COMPARE_FORMATS",
     "JSON_VERSION",
+    "comparison_format",
+    "render_comparison",
     "to_json",
     "to_junit",
     "to_markdown",
@@ -31,6 +37,7 @@ __all__ = [
 # JSON format history:
 #   1 - first version (docs/check-json.md).
 JSON_VERSION = 1
+COMPARE_FORMATS = ("text", "json", "markdown", "html")
 # XML 1.0 forbids most control characters, which logs do contain; ElementTree would
 # write them and the file would not parse.
 _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -291,3 +298,67 @@ def _value(value: float) -> str:
 
 def _cell(text: Any) -> str:
     return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def comparison_format(path: Path | None, explicit: str | None = None) -> str:
+    """The rendering: ``explicit``, else by extension (.json, .md, .html), else text."""
+    if explicit is not None:
+        return explicit
+    suffix = path.suffix.lower() if path is not None else ""
+    return {".json": "json", ".md": "markdown", ".html": "html", ".htm": "html"}.get(
+        suffix, "text"
+    )
+
+
+def render_comparison(comparison: Comparison, fmt: str) -> str:
+    """Render a comparison as ``text``, ``json`` or ``markdown`` (``html`` is
+    :func:`ncclparse.report.render.render_comparison_html`)."""
+    if fmt == "json":
+        document = {
+            "format": "ncclparse-compare",
+            "version": 1,
+            **asdict(comparison),
+        }
+        return json.dumps(_finite(document), indent=2, allow_nan=False) + "\n"
+    if fmt not in ("text", "markdown"):
+        raise ValueError(
+            f"unknown format {fmt!r} (one of {', '.join(COMPARE_FORMATS)})"
+        )
+    md = fmt == "markdown"
+    head = f"verdict: {comparison.verdict} (threshold {comparison.threshold:.0%}"
+    if comparison.geomean_change is not None:
+        head += f", geometric mean change {comparison.geomean_change:+.1%}"
+    lines = [f"## {head})" if md else head + ")"]
+    if md:
+        lines += [
+            "",
+            "| series | size | baseline | candidate | busbw change | verdict |",
+        ]
+        lines.append("| --- | --- | --- | --- | --- | --- |")
+    for r in comparison.rows:
+        cells = (
+            r.series,
+            format_bytes(r.size_bytes),
+            format_time_us(r.baseline_time_us),
+            format_time_us(r.candidate_time_us),
+            f"{r.change:+.1%}",
+            r.verdict,
+        )
+        lines.append(f"| {' | '.join(cells)} |" if md else "  ".join(cells))
+    for title, items in (
+        ("only in baseline", comparison.only_baseline),
+        ("only in candidate", comparison.only_candidate),
+    ):
+        if items:
+            lines += ["", f"{title}: {', '.join(items)}"]
+    return "\n".join(lines) + "\n"
+
+
+def _finite(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value

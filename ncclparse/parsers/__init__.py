@@ -1,9 +1,12 @@
 """Format detection and dispatch: one parser module per tool output format.
 
-A parser module exposes ``NAME``, ``sniff(head) -> bool`` (does this look like my
-format? ``head`` is the first lines of the input) and
-``parse(lines, source) -> (runs, accounting)`` which consumes a stream of numbered
-lines in bounded memory (beyond the rows it returns).
+Every parser module satisfies :class:`Parser`: a ``NAME``, ``sniff(head)`` (does this
+look like my format? ``head`` is the first lines of the input) and
+``parse(lines, source, emit)``, which consumes a stream of numbered lines in bounded
+memory, hands each run to ``emit`` once it is final (in source order) and returns the
+line accounting. Nothing outside this package imports its private modules: what the
+rest of ncclparse needs (:data:`Source`, :func:`open_source`, :class:`Collector`,
+:data:`LINE_KINDS`, :func:`numbered`) is re-exported here.
 """
 
 from __future__ import annotations
@@ -11,45 +14,54 @@ from __future__ import annotations
 import itertools
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
-from typing import IO, Any
+from typing import IO, Protocol, cast
 
 from ncclparse.errors import UnknownLogFormatError
 
-from ._lines import Line, Skipped, numbered, without_nccl_debug
-from ._model import Run
+from . import imb, nccl_tests, nccl_tests_json, oneccl, oneccl_csv
+from ._lines import Line, Skipped, Source, numbered, open_source, without_nccl_debug
+from ._model import LINE_KINDS, Collector, Run
+
+__all__ = [
+    "LINE_KINDS",
+    "PARSERS",
+    "SNIFF_LINES",
+    "Collector",
+    "Line",
+    "Parser",
+    "Run",
+    "Source",
+    "numbered",
+    "open_source",
+    "parse_lines",
+]
 
 # How far into an input detection looks: NCCL_DEBUG=INFO start-up chatter of many
 # ranks can precede the first line of the benchmark itself by thousands of lines.
 SNIFF_LINES = 20_000
 
 
-@dataclass(frozen=True)
-class LogParser:
-    """A registered format: its name, detector and line-stream parser."""
+class Parser(Protocol):
+    """The contract of a parser module.
 
-    name: str
-    sniff: Callable[[Sequence[Line]], bool]
-    parse: Callable[..., Any]
-    # A streaming parser is called as parse(lines, source, emit): it hands each run to
-    # emit once final, returns the accounting, and also takes Skipped items (runs of
-    # plain NCCL debug lines it need not read, see _lines.without_nccl_debug).
-    streams: bool = False
+    ``READS_SKIPPED``: the parser also takes :class:`Skipped` items, runs of plain NCCL
+    debug lines counted in bulk instead of read one by one (``_lines``); the others
+    get every line as a :class:`Line`.
+    """
 
+    NAME: str
+    READS_SKIPPED: bool
 
-def _registry() -> list[LogParser]:
-    # Most specific first: the nccl-tests text parser accepts rows-only fragments,
-    # so it must come after formats with unmistakable markers.
-    from . import imb, nccl_tests, nccl_tests_json, oneccl, oneccl_csv
+    def sniff(self, head: Sequence[Line]) -> bool: ...
 
-    modules = [oneccl_csv, oneccl, imb, nccl_tests_json, nccl_tests]
-    return [
-        LogParser(m.NAME, m.sniff, m.parse, getattr(m, "STREAMS", False))
-        for m in modules
-    ]
+    def parse(
+        self, lines: Iterable[Line], source: str, emit: Callable[[Run], None]
+    ) -> Counter[str]: ...
 
 
-PARSERS: list[LogParser] = _registry()
+# Most specific first: the nccl-tests text parser accepts rows-only fragments, so it
+# must come after formats with unmistakable markers.
+PARSERS: tuple[Parser, ...] = (oneccl_csv, oneccl, imb, nccl_tests_json, nccl_tests)
 
 
 def parse_lines(
@@ -57,28 +69,19 @@ def parse_lines(
 ) -> Counter[str]:
     """Detect the format of the text in ``handle``, parse it, return the accounting.
 
-    Runs go to ``emit`` in source order (by first line), as soon as they are final
-    where the parser streams. Raises UnknownLogFormatError when no parser recognises
-    the input.
+    Runs go to ``emit`` in source order (by first line), as soon as they are final.
+    Raises UnknownLogFormatError when no parser recognises the input.
     """
     lines = numbered(handle)
     head = list(itertools.islice(lines, SNIFF_LINES))
     for parser in PARSERS:
         if parser.sniff(head):
             rest: Iterable[Line | Skipped] = lines
-            if parser.streams:
+            if parser.READS_SKIPPED:
                 rest = without_nccl_debug(handle, len(head) + 1)
-                counts: Counter[str] = parser.parse(
-                    itertools.chain(head, rest), source, emit
-                )
-                return counts
-            parsed: tuple[list[Run], Counter[str]] = parser.parse(
-                itertools.chain(head, rest), source
-            )
-            runs, accounting = parsed
-            for run in sorted(runs, key=lambda r: r.first_line):
-                emit(run)
-            return accounting
+            # Skipped items reach only parsers that declare READS_SKIPPED.
+            stream = cast("Iterable[Line]", itertools.chain(head, rest))
+            return parser.parse(stream, source, emit)
     first = next(((ln.number, ln.text) for ln in head if ln.text.strip()), None)
     if first is None:
         raise UnknownLogFormatError(source, None)

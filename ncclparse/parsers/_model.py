@@ -224,3 +224,10 @@ class Collector:
         }
         for name, column in self.runs.items():
             column.append(values[name])
+
+
+def emit_in_order(runs: list[Run], emit: Callable[[Run], None]) -> None:
+    """Hand ``runs`` to ``emit`` in source order (by first line): for parsers that
+    finish their runs only at the end of the input."""
+    for run in sorted(runs, key=lambda r: r.first_line):
+        emit(run)

@@ -15,18 +15,19 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ncclparse.schema import RunStatus
 
 from . import _impi
 from ._lines import Line
-from ._model import Run
+from ._model import Run, emit_in_order
 from ._sizes import REDUCING, imb_size_bytes
 from ._table_row import read_table_row
 
 NAME = "imb"
+READS_SKIPPED = False  # takes only Line items (see ncclparse.parsers.Parser)
 TOOL = "imb"
 
 # Benchmarks with a canonical collective name; the others keep their IMB name in
@@ -92,7 +93,7 @@ def sniff(head: Sequence[Line]) -> bool:
     return any(_SNIFF.search(ln.text) for ln in head)
 
 
-def parse(lines: Iterable[Line], source: str) -> tuple[list[Run], Counter[str]]:
+def _read(lines: Iterable[Line], source: str) -> tuple[list[Run], Counter[str]]:
     """Parse IMB-MPI1 output; returns its runs and the line accounting."""
     parser = _Parser()
     for line in lines:
@@ -288,3 +289,13 @@ class _Parser:
 def _collective(benchmark: str) -> str:
     name = benchmark.lower()
     return _CANONICAL.get(name, name)
+
+
+def parse(
+    lines: Iterable[Line], source: str, emit: Callable[[Run], None]
+) -> Counter[str]:
+    """The parser contract (:class:`ncclparse.parsers.Parser`): runs to ``emit`` in
+    source order, the line accounting returned."""
+    runs, accounting = _read(lines, source)
+    emit_in_order(runs, emit)
+    return accounting

@@ -67,7 +67,7 @@ from ._nccl_state import (
 from ._noise import is_command, is_noise
 
 NAME = "nccl-tests"
-STREAMS = True  # parse() emits runs as they end and takes Skipped NCCL debug lines
+READS_SKIPPED = True  # takes Skipped runs of plain NCCL debug lines too
 
 
 class _Parser:
@@ -515,4 +515,4 @@ def parse(
     return parser.finish()
 
 
-__all__ = ["NAME", "STREAMS", "parse", "sniff"]
+__all__ = ["NAME", "READS_SKIPPED", "parse", "sniff"]

@@ -17,17 +17,18 @@ import re
 import shlex
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._lines import Line
-from ._model import Run
+from ._model import Run, emit_in_order
 from ._nccl_infer import infer_collective, infer_ranks, names_in
 from ._nccl_layout import DTYPES, NOT_A_REDOP
 from ._nccl_lines import BINARY_NAMES, nccl_code
 
 NAME = "nccl-tests-json"
+READS_SKIPPED = False  # takes only Line items (see ncclparse.parsers.Parser)
 
 _DECODER = json.JSONDecoder()
 _SPACE = re.compile(r"\s*")
@@ -344,7 +345,7 @@ def _flag(value: Any) -> bool | None:
     return {"true": True, "false": False}.get(str(value).lower())
 
 
-def parse(lines: Iterable[Line], source: str) -> tuple[list[Run], Counter[str]]:
+def _read(lines: Iterable[Line], source: str) -> tuple[list[Run], Counter[str]]:
     """Parse nccl-tests JSON output into runs and the line accounting.
 
     Lines overlapping a result object read into rows count as measurement, lines
@@ -355,4 +356,14 @@ def parse(lines: Iterable[Line], source: str) -> tuple[list[Run], Counter[str]]:
     return reader.parse(), Counter(reader.kinds.values())
 
 
-__all__ = ["NAME", "parse", "sniff"]
+def parse(
+    lines: Iterable[Line], source: str, emit: Callable[[Run], None]
+) -> Counter[str]:
+    """The parser contract (:class:`ncclparse.parsers.Parser`): runs to ``emit`` in
+    source order, the line accounting returned."""
+    runs, accounting = _read(lines, source)
+    emit_in_order(runs, emit)
+    return accounting
+
+
+__all__ = ["NAME", "READS_SKIPPED", "parse", "sniff"]

@@ -13,18 +13,19 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ncclparse.schema import DTYPE_BYTES
 
 from . import _impi
 from ._lines import Line
-from ._model import Run
+from ._model import Run, emit_in_order
 from ._sizes import REDUCING, oneccl_size_bytes
 from ._table_row import NUMBER, read_table_row
 
 NAME = "oneccl-benchmark"
+READS_SKIPPED = False  # takes only Line items (see ncclparse.parsers.Parser)
 TOOL = "oneccl-benchmark"
 
 COLLECTIVE_NAMES = {
@@ -105,7 +106,7 @@ def sniff(head: Sequence[Line]) -> bool:
     return any(_SNIFF.search(ln.text) or _CCL_LOG.search(ln.text) for ln in head)
 
 
-def parse(lines: Iterable[Line], source: str) -> tuple[list[Run], Counter[str]]:
+def _read(lines: Iterable[Line], source: str) -> tuple[list[Run], Counter[str]]:
     """Parse oneCCL benchmark output; returns its runs and the line accounting."""
     parser = _Parser()
     for line in lines:
@@ -360,3 +361,13 @@ def _all_rows(run: Run) -> bool:
         sections *= len(run.params.get(key, "").split())
     counts = run.params.get("elem_counts", "").strip("[] ").split()
     return bool(sections and counts) and len(run.rows) == sections * len(counts)
+
+
+def parse(
+    lines: Iterable[Line], source: str, emit: Callable[[Run], None]
+) -> Counter[str]:
+    """The parser contract (:class:`ncclparse.parsers.Parser`): runs to ``emit`` in
+    source order, the line accounting returned."""
+    runs, accounting = _read(lines, source)
+    emit_in_order(runs, emit)
+    return accounting

@@ -13,17 +13,18 @@ own time and give one row per collective. The CSV has no footer: a run is
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from ncclparse.schema import DTYPE_BYTES
 
 from ._lines import Line
-from ._model import Run
+from ._model import Run, emit_in_order
 from ._sizes import REDUCING, oneccl_size_bytes
 from .oneccl import COLLECTIVE_NAMES, DTYPE_NAMES, ROOTED, TOOL
 
 NAME = "oneccl-benchmark-csv"
+READS_SKIPPED = False  # takes only Line items (see ncclparse.parsers.Parser)
 
 _HEADER_START = "#ranks,collective,"
 _FIELDS = {
@@ -66,7 +67,7 @@ def sniff(head: Sequence[Line]) -> bool:
     return first.startswith(_HEADER_START)
 
 
-def parse(lines: Iterable[Line], source: str) -> tuple[list[Run], Counter[str]]:
+def _read(lines: Iterable[Line], source: str) -> tuple[list[Run], Counter[str]]:
     """Parse a oneCCL benchmark CSV file into one run per header line."""
     runs: list[Run] = []
     kinds: Counter[str] = Counter()
@@ -182,3 +183,13 @@ def _flush(run: Run, group: list[dict[str, Any]]) -> None:
     )
     run.rows.append(row)
     group.clear()
+
+
+def parse(
+    lines: Iterable[Line], source: str, emit: Callable[[Run], None]
+) -> Counter[str]:
+    """The parser contract (:class:`ncclparse.parsers.Parser`): runs to ``emit`` in
+    source order, the line accounting returned."""
+    runs, accounting = _read(lines, source)
+    emit_in_order(runs, emit)
+    return accounting

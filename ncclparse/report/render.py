@@ -20,12 +20,13 @@ import jinja2
 from markupsafe import Markup
 
 from ncclparse import formatting
-from ncclparse.report.context import ReportContext, build_context
+from ncclparse.health.compare import Comparison
+from ncclparse.report.page import ReportContext
 
 __all__ = [
-    "ReportContext",
-    "build_context",
     "environment",
+    "markdown_text",
+    "render_comparison_html",
     "render_markdown",
     "render_report",
 ]
@@ -90,6 +91,11 @@ def render_report(
     """
     template = environment(template_dir).get_template(_TEMPLATES[format])
     return template.render(report=context)
+
+
+def render_comparison_html(comparison: Comparison) -> str:
+    """Render a baseline/candidate comparison as one self-contained HTML page."""
+    return environment().get_template("compare.html").render(c=comparison)
 
 
 def render_markdown(context: ReportContext, *, template_dir: Path | None = None) -> str:
