@@ -66,28 +66,6 @@ def parse_many(
     return _result(collector, tuple(failures))
 
 
-def summary_lines(result: ParseResult) -> list[str]:
-    """One line per parsed source: runs, their statuses, rows and warnings."""
-    runs = result.runs.to_pydict()
-    by_source: dict[str, list[int]] = {}
-    for index, source in enumerate(runs["source"]):
-        by_source.setdefault(source, []).append(index)
-    lines = []
-    for source in result.accounting:
-        indices = by_source.get(source, [])
-        statuses = Counter(runs["status"][i] for i in indices)
-        rows = sum(runs["rows"][i] for i in indices)
-        warnings = sum(len(runs["warnings"][i]) for i in indices)
-        tools = sorted({runs["tool"][i] for i in indices})
-        status = ", ".join(f"{n} {s}" for s, n in sorted(statuses.items())) or "no run"
-        lines.append(
-            f"{source}: {' '.join(tools) or 'no tool'}, {len(indices)} "
-            f"run{'s' * (len(indices) != 1)} ({status}), {rows} rows, "
-            f"{warnings} warning{'s' * (warnings != 1)}"
-        )
-    return lines
-
-
 def _parse_into(collector: Collector, source: Source, name: str | None) -> None:
     display, handle, owned = open_source(source, name)
     numbers = itertools.count()

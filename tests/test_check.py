@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import io
-from typing import TypedDict
 
 import pyarrow as pa
 
 import ncclparse
+from ncclparse.efficiency import HardwareOptions
 from ncclparse.health import history as history
 from ncclparse.health.cases import Case
 from ncclparse.health.check import CheckResult, check
@@ -15,15 +15,8 @@ from ncclparse.health.rules import DEFAULT_RULES, Rule, Rules, rules_from_mappin
 from tests import _derive as derive
 from tests.conftest import FIXTURES
 
-
-class _Hardware(TypedDict):
-    """The analyze() profile options these tests pass."""
-
-    profile: str
-    inter_bw: str
-
-
-A3_MEGA: _Hardware = {"profile": "h100", "inter_bw": "200GB/s"}
+# GCP A3 Mega: 8 x 200 Gb/s NICs per node.
+A3_MEGA = HardwareOptions(profile="h100", inter_bw="200GB/s")
 
 
 def _parse(text: str, name: str = "derived.log") -> ncclparse.ParseResult:
@@ -35,29 +28,42 @@ def _by_rule(result: CheckResult, rule: str) -> list[Case]:
 
 
 def test_healthy_real_log_every_case() -> None:
-    result = check(ncclparse.parse_many([derive.HEALTHY]), DEFAULT_RULES, **A3_MEGA)
+    result = check(
+        ncclparse.parse_many([derive.HEALTHY]), DEFAULT_RULES, hardware=A3_MEGA
+    )
     assert result.passed
     assert [(c.rule, c.status) for c in result.cases] == [
         ("integrity", "pass"),
-        ("bandwidth", "pass"),
-        ("bandwidth", "pass"),
+        ("verdict", "pass"),
         ("latency", "pass"),
         ("latency", "pass"),
         ("slow-host", "skip"),
     ]
-    bandwidth = _by_rule(result, "bandwidth")[0]
-    assert bandwidth.name == (
-        f"all_reduce float32 sum out-of-place 16 ranks on 2 nodes [{derive.HEALTHY}#0]"
+    [verdict] = _by_rule(result, "verdict")
+    assert verdict.name == f"{derive.HEALTHY} run 0"
+    assert verdict.hosts == derive.HOSTS
+    # 8 x 200 Gb/s per node: I = 200 GB/s, ideal min(200*15*2/16, 450*15/14) = 375;
+    # the recomputed 8 GiB busbw is 338.84 GB/s (printed 338.8).
+    assert verdict.message == (
+        f"{derive.HEALTHY} run 0 (hosts ztan-mig-235z, ztan-mig-gq73): OK healthy: "
+        "90.4 % of the ideal at 8 GiB (338.8 GB/s of 375.0 GB/s)"
     )
-    assert bandwidth.checked == 6
-    assert bandwidth.hosts == derive.HOSTS
-    assert bandwidth.message.endswith("6 sizes within 30.0 % (worst 56.9 %)")
+
+
+def test_far_below_ideal_fails_the_verdict_case() -> None:
+    # Derived: every size 2.5x slower, so 8 GiB runs at 36 % of the 375 GB/s ideal.
+    slow = derive.scale(derive.healthy(), lambda s: 2.5)
+    result = check(_parse(slow), DEFAULT_RULES, hardware=A3_MEGA)
+    [verdict] = _by_rule(result, "verdict")
+    assert verdict.status == "fail"
+    assert "FAIL far below ideal: 36.1 % of the ideal at 8 GiB" in verdict.message
+    assert not result.passed
 
 
 def test_threshold_failure_names_sizes_numbers_and_hosts() -> None:
     rules = Rules(rules=(Rule("bw", "efficiency", 0.6, "all_reduce",
                               "bandwidth-bound", 2**28),))  # fmt: skip
-    result = check(ncclparse.parse_many([derive.HEALTHY]), rules, **A3_MEGA)
+    result = check(ncclparse.parse_many([derive.HEALTHY]), rules, hardware=A3_MEGA)
     case = _by_rule(result, "bw")[0]
     assert case.status == "fail"
     assert case.message == (
@@ -71,7 +77,9 @@ def test_threshold_failure_names_sizes_numbers_and_hosts() -> None:
 def test_tolerance_widens_the_limit() -> None:
     rule = Rule("bw", "efficiency", 0.6, regime="bandwidth-bound", size_min=2**28,
                 tolerance=0.1)  # fmt: skip
-    result = check(ncclparse.parse_many([derive.HEALTHY]), Rules((rule,)), **A3_MEGA)
+    result = check(
+        ncclparse.parse_many([derive.HEALTHY]), Rules((rule,)), hardware=A3_MEGA
+    )
     assert {c.status for c in _by_rule(result, "bw")} == {"pass"}
 
 
@@ -79,13 +87,15 @@ def test_rule_for_another_collective_makes_no_case() -> None:
     rules = rules_from_mapping(
         {"rule": [{"collective": "all_gather", "metric": "time_us", "threshold": 1}]}
     )
-    result = check(ncclparse.parse_many([derive.HEALTHY]), rules, **A3_MEGA)
+    result = check(ncclparse.parse_many([derive.HEALTHY]), rules, hardware=A3_MEGA)
     assert _by_rule(result, "rule-1") == []
 
 
 def test_rule_matching_no_size_is_skipped() -> None:
     rule = Rule("huge", "busbw_gbps", 1.0, size_min=2**40)
-    result = check(ncclparse.parse_many([derive.HEALTHY]), Rules((rule,)), **A3_MEGA)
+    result = check(
+        ncclparse.parse_many([derive.HEALTHY]), Rules((rule,)), hardware=A3_MEGA
+    )
     assert {c.status for c in _by_rule(result, "huge")} == {"skip"}
 
 
@@ -119,7 +129,7 @@ def test_input_failures_become_failed_cases() -> None:
     error = ncclparse.InputError("gone.log: no such file or directory")
     result = check(
         ncclparse.parse_many([derive.HEALTHY]), DEFAULT_RULES,
-        input_failures=[error], **A3_MEGA,
+        input_failures=[error], hardware=A3_MEGA,
     )  # fmt: skip
     [case] = _by_rule(result, "input")
     assert (case.status, case.name) == ("fail", "gone.log")
@@ -136,7 +146,7 @@ def test_history_missing_size_fails() -> None:
     tonight = derive.healthy().replace(
         derive.healthy().splitlines()[-3] + "\n", ""
     )  # drop the 8 GiB row
-    result = check(_parse(tonight), DEFAULT_RULES, history=table, **A3_MEGA)
+    result = check(_parse(tonight), DEFAULT_RULES, history=table, hardware=A3_MEGA)
     failed = [c for c in _by_rule(result, "history") if c.status == "fail"]
     assert len(failed) == 2
     assert failed[0].message.endswith("size(s) in the baseline but absent: 8 GiB")

@@ -12,7 +12,7 @@ import pytest
 
 import ncclparse
 from ncclparse import efficiency as eff
-from ncclparse.efficiency.hardware import HardwareProfile
+from ncclparse.efficiency.hardware import HardwareOptions, HardwareProfile
 from ncclparse.errors import ProfileError
 from ncclparse.schema import MEASUREMENTS_SCHEMA, measurements_table
 
@@ -333,7 +333,8 @@ def test_staging_for_other_collectives_is_not_invented() -> None:
 def test_efficiency_and_ideal_time() -> None:
     """Seed 000 Exercise 2 as a row: 21.875 GB/s busbw against 50 GB/s is 43.75 %."""
     got = eff.analyze(
-        table(size_bytes=[10**9], time_us=[80_000.0], nnodes=[1]), intra_bw="400Gbps"
+        table(size_bytes=[10**9], time_us=[80_000.0], nnodes=[1]),
+        HardwareOptions(intra_bw="400Gbps"),
     )
     assert column(got.rows, "efficiency") == [pytest.approx(0.4375)]
     assert column(got.rows, "ideal_time_us") == [pytest.approx(80_000 * 0.4375)]
@@ -374,7 +375,7 @@ def test_grouped_and_cputime_rows_get_no_per_collective_figures() -> None:
 
 def test_nodes_override_must_divide_ranks() -> None:
     with pytest.raises(ProfileError) as info:
-        eff.analyze(sweep(nranks=16), "h100", nodes=3)
+        eff.analyze(sweep(nranks=16), HardwareOptions(profile="h100", nodes=3))
     assert str(info.value) == (
         "--nodes 3 does not divide the rank count (16): every node must hold the same "
         "number of ranks (seed 003)"

@@ -7,18 +7,18 @@ import subprocess
 import sys
 from html.parser import HTMLParser
 from pathlib import Path
-from typing import TypedDict
 
 import jinja2
 import pytest
 from click.testing import CliRunner
 
 import ncclparse
-from ncclparse.cli import app as cli_module
+from ncclparse.cli import options as cli_options
 from ncclparse.cli.app import cli
+from ncclparse.efficiency import HardwareOptions
 from ncclparse.health.check import CheckResult
 from ncclparse.health.check import check as run_check
-from ncclparse.health.rules import DEFAULT_RULES
+from ncclparse.health.rules import DEFAULT_RULES, VerdictPolicy
 from ncclparse.report import build_context, render_markdown, render_report
 
 from . import _derive as derive
@@ -200,9 +200,11 @@ def test_healthy_run_is_ok() -> None:
 
 def test_thresholds_and_profile_options_change_the_verdict() -> None:
     result = ncclparse.parse_many([H100])
-    (run,) = build_context(result, good=0.7).runs
+    (run,) = build_context(result, policy=VerdictPolicy(good=0.7)).runs
     assert run.verdict.label == "OK"
-    (run,) = build_context(result, profile="h100", intra_bw="300GB/s").runs
+    (run,) = build_context(
+        result, hardware=HardwareOptions(profile="h100", intra_bw="300GB/s")
+    ).runs
     assert run.verdict.label == "NOTE"
     assert run.verdict.headline == (
         "above the ideal: 105.4 % of the ideal at 8 GiB (338.8 GB/s of 321.4 GB/s); "
@@ -301,7 +303,7 @@ def test_cli_writes_html_to_stdout_when_piped(runner: CliRunner) -> None:
 def test_cli_on_a_terminal_writes_a_file_and_prints_its_path(
     runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(cli_module, "_stdout_is_terminal", lambda: True)
+    monkeypatch.setattr(cli_options, "_stdout_is_terminal", lambda: True)
     monkeypatch.chdir(tmp_path)
     done = runner.invoke(cli, ["report", "-q", "--format", "md", str(H100)])
     assert done.exit_code == 0
@@ -336,14 +338,8 @@ def test_cli_report_help_names_every_option(runner: CliRunner) -> None:
 
 
 # GCP A3 Mega: 8 x 200 Gb/s per node (as in tests/test_cli_check.py).
-class _Hardware(TypedDict):
-    """The analyze() profile options these tests pass."""
-
-    profile: str
-    inter_bw: str
-
-
-A3_MEGA: _Hardware = {"profile": "h100", "inter_bw": "200GB/s"}
+# GCP A3 Mega: 8 x 200 Gb/s NICs per node.
+A3_MEGA = HardwareOptions(profile="h100", inter_bw="200GB/s")
 GIB = 1073741824
 TIMES, DASH = "\u00d7", "\u2013"  # as the report prints scores and empty cells
 
@@ -379,13 +375,13 @@ def _section(html: str, anchor: str) -> str:
 @pytest.fixture(scope="module")
 def pairwise() -> tuple[ncclparse.ParseResult, CheckResult]:
     result = ncclparse.parse_many(_pairwise_logs())
-    return result, run_check(result, DEFAULT_RULES, **A3_MEGA)
+    return result, run_check(result, DEFAULT_RULES, hardware=A3_MEGA)
 
 
 @pytest.fixture(scope="module")
 def pairwise_html(pairwise: tuple[ncclparse.ParseResult, CheckResult]) -> str:
     result, outcome = pairwise
-    return render_report(build_context(result, check=outcome, **A3_MEGA))
+    return render_report(build_context(result, check=outcome, hardware=A3_MEGA))
 
 
 def test_checks_section_follows_the_verdicts(pairwise_html: str) -> None:
@@ -393,7 +389,7 @@ def test_checks_section_follows_the_verdicts(pairwise_html: str) -> None:
     assert page.sections[:3] == ["verdicts", "checks", "run1"]
     text = Page(_section(pairwise_html, "checks")).all_text
     assert text.startswith(
-        f"✗ FAIL Checks ✗ 2 failed ✓ 49 passed {DASH} 0 skipped of 51"
+        f"✗ FAIL Checks ✗ 2 failed ✓ 39 passed {DASH} 0 skipped of 41"
     )
     assert '<a href="#checks">checks</a>' in pairwise_html  # in the contents line
 
@@ -439,16 +435,16 @@ def test_checks_section_is_deterministic(
     pairwise: tuple[ncclparse.ParseResult, CheckResult], pairwise_html: str
 ) -> None:
     result, outcome = pairwise
-    again = render_report(build_context(result, check=outcome, **A3_MEGA))
+    again = render_report(build_context(result, check=outcome, hardware=A3_MEGA))
     assert again == pairwise_html
 
 
 def test_passing_check_shows_counts_and_no_tables() -> None:
     result = ncclparse.parse_many([derive.HEALTHY])
-    outcome = run_check(result, DEFAULT_RULES, **A3_MEGA)
-    html = render_report(build_context(result, check=outcome, **A3_MEGA))
+    outcome = run_check(result, DEFAULT_RULES, hardware=A3_MEGA)
+    html = render_report(build_context(result, check=outcome, hardware=A3_MEGA))
     section = Page(_section(html, "checks"))
-    assert section.all_text.startswith("✓ PASS Checks ✓ 0 failed ✓ 5 passed")
+    assert section.all_text.startswith("✓ PASS Checks ✓ 0 failed ✓ 4 passed")
     assert "checks" not in section.rows
     assert "hosts" not in section.rows
 
@@ -466,12 +462,12 @@ def test_markdown_summary_shows_checks_in_short(
     pairwise: tuple[ncclparse.ParseResult, CheckResult],
 ) -> None:
     result, outcome = pairwise
-    md = render_markdown(build_context(result, check=outcome, **A3_MEGA))
+    md = render_markdown(build_context(result, check=outcome, hardware=A3_MEGA))
     lines = md.splitlines()
     assert lines.index("## Checks: ✗ FAIL") < lines.index(
         "## ✗ FAIL: pair0.log (run 1)"
     )
-    assert "2 failed, 49 passed, 0 skipped." in lines
+    assert "2 failed, 39 passed, 0 skipped." in lines
     assert (
         "- **integrity** pair0.log run 0 (hosts node01, node02) all\\_reduce: #wrong "
         "\\> 0 at 1 size(s): 1 GiB out-of-place #wrong 12"

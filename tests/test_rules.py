@@ -12,6 +12,7 @@ from ncclparse.health.rules import (
     HistoryPolicy,
     Rule,
     RulesError,
+    VerdictPolicy,
     load_rules,
     rules_from_mapping,
 )
@@ -46,11 +47,9 @@ min_deficit = 0.2
 """
 
 
-def test_defaults_judge_bandwidth_and_latency() -> None:
-    bandwidth, latency = DEFAULT_RULES.rules
-    assert bandwidth.describe() == (
-        "any collective, bandwidth-bound, sizes 268435456..max B: efficiency >= 0.3"
-    )
+def test_defaults_judge_latency_and_leave_efficiency_to_the_verdict() -> None:
+    (latency,) = DEFAULT_RULES.rules
+    assert DEFAULT_RULES.verdict == VerdictPolicy(good=0.75, poor=0.5)
     assert latency.describe() == (
         "any collective, latency-bound, sizes 0..1048576 B: time_us <= 1000"
     )
@@ -126,3 +125,15 @@ def test_unreadable_and_invalid_toml_files(tmp_path: Path) -> None:
     wrong.write_text("[blame]\nslow_score = 'low'\n")
     with pytest.raises(RulesError, match=r"wrong\.toml: \[blame\] slow_score"):
         load_rules(wrong)
+
+
+def test_verdict_thresholds_from_toml() -> None:
+    rules = rules_from_mapping({"verdict": {"good": 0.8, "poor": 0.6}})
+    assert rules.verdict == VerdictPolicy(good=0.8, poor=0.6)
+    with pytest.raises(RulesError) as info:
+        rules_from_mapping({"verdict": {"good": 0.4, "poor": 0.6}})
+    assert str(info.value) == (
+        "[verdict]: need 0 <= poor <= good, got poor 0.6 and good 0.4"
+    )
+    with pytest.raises(RulesError, match=r"\[verdict\]: unknown key\(s\) best"):
+        rules_from_mapping({"verdict": {"best": 0.9}})

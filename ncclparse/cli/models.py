@@ -7,7 +7,7 @@ from typing import Any
 
 import click
 
-from ncclparse.cli.app import show_values
+from ncclparse.cli.options import show_values
 
 
 @click.command()

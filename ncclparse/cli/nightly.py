@@ -7,11 +7,14 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from ncclparse.cli.app import command_line, exit_on, hardware_options, parse_inputs
+from ncclparse.cli.options import command_line, exit_on, hardware_options, parse_inputs
+
+if TYPE_CHECKING:
+    from ncclparse.efficiency import HardwareOptions
 
 EXIT_CHECK_FAILED = 1  # check: a case failed (including missing or bad inputs)
 EXIT_REGRESSION = 3  # compare --fail-on-regression: a size regressed
@@ -89,7 +92,7 @@ def check(
     report_path: Path | None,
     verbose: bool,
     quiet: bool,
-    **hardware: Any,
+    hardware: HardwareOptions,
 ) -> None:
     """Judge INPUTS per size and regime, against rules and history.
 
@@ -112,7 +115,7 @@ def check(
             input_failures=failures,
             history=history,
             exclude_keys=keys,
-            **hardware,
+            hardware=hardware,
         )
     except ProfileError as exc:  # a bad hardware option is configuration: exit 2
         raise click.UsageError(str(exc)) from exc
@@ -130,10 +133,11 @@ def check(
         with atomic_output(report_path, binary=False) as handle:
             context = build_context(
                 result,
+                outcome.analysis,
                 command_line=command_line(),
                 failures=failures,
+                policy=rules.verdict,
                 check=outcome,
-                **hardware,
             )
             handle.write(render_report(context))
     click.echo(to_text(outcome, verbose=verbose), nl=False)

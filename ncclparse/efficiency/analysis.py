@@ -28,7 +28,6 @@ from ncclparse.efficiency.fits import FIT_CLASSES, fit_series
 from ncclparse.efficiency.hardware import (
     HardwareOptions,
     HardwareProfile,
-    resolve_profile,
 )
 from ncclparse.efficiency.ideal import ideal_busbw
 from ncclparse.errors import ProfileError
@@ -64,42 +63,34 @@ _STEPS = np.array([0, *(TABLE[c].steps or 0 for c in COLLECTIVES)])
 
 @dataclass(frozen=True, slots=True)
 class Analysis:
-    """What :func:`analyze` returns: rows (input + ROW_COLUMNS), fits, assumptions."""
+    """What :func:`analyze` returns: rows (input + ROW_COLUMNS), fits, assumptions
+    and the distinct hardware profiles the rows were judged against."""
 
     rows: pa.Table
     fits: pa.Table
     assumptions: tuple[str, ...]
+    profiles: tuple[HardwareProfile, ...] = ()
 
 
 def analyze(
     measurements: pa.Table,
-    profile: HardwareProfile | str | Path | None = None,
-    *,
-    intra_bw: float | str | None = None,
-    inter_bw: float | str | None = None,
-    gpus_per_node: int | None = None,
-    nodes: int | None = None,
-    hw_latency: float | str | None = None,
+    hardware: HardwareOptions | HardwareProfile | str | Path | None = None,
 ) -> Analysis:
     """Compute every efficiency column for a ``measurements`` table, plus series fits.
 
-    ``profile`` is a profile, a preset name or a TOML path; without one, each row's
-    ``device`` picks a matching preset (reported in ``assumptions``). ``intra_bw``,
-    ``inter_bw``, ``gpus_per_node`` override B, I, P; ``nodes`` sets Q for every row
-    (default: the table's ``nnodes``); ``hw_latency`` is the hardware's per-step
-    latency (µs or with a unit), which splits the fitted alpha in the gap attribution.
-    Raises ProfileError for a bad profile or when ``nodes``/``gpus_per_node`` do not
-    divide a row's rank count.
+    ``hardware`` is :class:`HardwareOptions`, or just a profile, preset name or TOML
+    path; without a profile, each row's ``device`` picks a matching preset (reported
+    in ``assumptions``). Raises ProfileError for a bad profile or when
+    ``nodes``/``gpus_per_node`` do not divide a row's rank count.
     """
+    options = HardwareOptions.of(hardware)
     cols = Columns(measurements)
     notes: list[str] = []
     bw = bandwidths(cols)
     reasons = bw["reasons"]
-    hw = _row_hardware(
-        cols, profile, intra_bw, inter_bw, gpus_per_node, hw_latency, notes
-    )
+    hw, profiles = _row_hardware(cols, options, notes)
     n, f = cols.nranks, bw["busbw_factor"]
-    q, q_reasons = _nodes(cols, hw, nodes, gpus_per_node, notes)
+    q, q_reasons = _nodes(cols, hw, options.nodes, options.gpus_per_node, notes)
     reasons |= np.where(np.isnan(hw["intra"]), why.NO_PROFILE, 0) | q_reasons
     ideal, intra, inter = ideal_busbw(hw["intra"], hw["inter"], n, q)
     reasons |= np.where(
@@ -161,36 +152,27 @@ def analyze(
     }
     for name in ROW_COLUMNS:
         out = out.append_column(name, values[name])
-    return Analysis(out, fit.table, tuple(dict.fromkeys(notes)))
+    return Analysis(out, fit.table, tuple(dict.fromkeys(notes)), profiles)
 
 
 def _row_hardware(
-    c: Columns,
-    profile: HardwareProfile | str | Path | None,
-    intra_bw: float | str | None,
-    inter_bw: float | str | None,
-    gpus_per_node: int | None,
-    hw_latency: float | str | None,
-    notes: list[str],
-) -> dict[str, np.ndarray]:
-    """Per-row B, I, P, alpha and staging figures from one profile or per device."""
+    c: Columns, options: HardwareOptions, notes: list[str]
+) -> tuple[dict[str, np.ndarray], tuple[HardwareProfile, ...]]:
+    """Per-row B, I, P, alpha and staging figures, each device's profile resolved
+    once; and the distinct profiles used."""
     index, _ = arr.dictionary_codes(c.device)
     names = [None, *pc.unique(c.device.drop_null()).to_pylist()]
     profiles: list[HardwareProfile | None] = []
-    overrides: HardwareOptions = {
-        "intra_bw": intra_bw,
-        "inter_bw": inter_bw,
-        "gpus_per_node": gpus_per_node,
-        "hw_latency": hw_latency,
-    }
-    if profile is not None:
-        chosen, found = resolve_profile(profile, **overrides)
+    if options.profile is not None:
+        chosen, found = options.resolve()
         profiles, notes[:0] = [chosen] * len(names), found
     else:
         for name in names:
-            chosen, found = resolve_profile(None, device_name=name, **overrides)
+            chosen, found = options.resolve(name)
             profiles.append(chosen)
             notes.extend(found)
+    present = [profiles[i] for i in np.unique(index)]
+    used = tuple({p.summary(): p for p in present if p is not None}.values())
 
     def pick(attr: str, default: float = np.nan) -> np.ndarray:
         values = [
@@ -202,7 +184,7 @@ def _row_hardware(
         return np.array(values, dtype=np.float64)[index]
 
     hosts = pick("hosts_per_node")
-    return {
+    figures = {
         "intra": pick("intra_gbps"),
         "inter": pick("inter_gbps"),
         "gpus": pick("gpus_per_node"),
@@ -211,6 +193,7 @@ def _row_hardware(
         "pcie": pick("pcie_gbps"),
         "staged": pick("host_staging", 0.0) > 0,
     }
+    return figures, used
 
 
 def _nodes(

@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import re
 import tomllib
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any
 
 from ncclparse.efficiency.presets import PRESETS
 from ncclparse.efficiency.profile import HardwareProfile
@@ -130,13 +130,46 @@ def match_device(device: str | None) -> HardwareProfile | None:
     return None
 
 
-class HardwareOptions(TypedDict):
-    """The hardware overrides ``analyze`` and ``resolve_profile`` take as keywords."""
+@dataclass(frozen=True, slots=True)
+class HardwareOptions:
+    """What the user said about the hardware, carried as one value from the command
+    line (or the caller) to the engine, which resolves it once per device.
 
-    intra_bw: str | float | None
-    inter_bw: str | float | None
-    gpus_per_node: int | None
-    hw_latency: str | float | None
+    ``profile`` is a profile, a preset name or a TOML path (None: match the device a
+    log names); ``intra_bw``/``inter_bw``/``gpus_per_node`` override B, I and P (GB/s
+    or with units); ``nodes`` sets Q for every row; ``hw_latency`` is the hardware's
+    per-step latency (µs or with a unit).
+    """
+
+    profile: HardwareProfile | str | Path | None = None
+    intra_bw: str | float | None = None
+    inter_bw: str | float | None = None
+    gpus_per_node: int | None = None
+    nodes: int | None = None
+    hw_latency: str | float | None = None
+
+    @classmethod
+    def of(
+        cls, hardware: HardwareOptions | HardwareProfile | str | Path | None
+    ) -> HardwareOptions:
+        """``hardware`` as options: a profile, preset name or path becomes
+        ``HardwareOptions(profile=...)``."""
+        if isinstance(hardware, HardwareOptions):
+            return hardware
+        return cls(profile=hardware)
+
+    def resolve(
+        self, device_name: str | None = None
+    ) -> tuple[HardwareProfile | None, list[str]]:
+        """The profile for rows of ``device_name`` (see :func:`resolve_profile`)."""
+        return resolve_profile(
+            self.profile,
+            intra_bw=self.intra_bw,
+            inter_bw=self.inter_bw,
+            gpus_per_node=self.gpus_per_node,
+            hw_latency=self.hw_latency,
+            device_name=None if self.profile is not None else device_name,
+        )
 
 
 def resolve_profile(

@@ -22,7 +22,7 @@ import pyarrow as pa
 
 from ncclparse.api import ParseResult
 from ncclparse.columns import key_text
-from ncclparse.efficiency import analyze
+from ncclparse.efficiency import Analysis, HardwareOptions, analyze
 from ncclparse.formatting import format_bytes
 from ncclparse.health.baselines import BASELINE_KEYS, baselines
 from ncclparse.health.blame import HostScore, blame, run_scores
@@ -32,10 +32,12 @@ from ncclparse.health.cases import (
     Finding,
     Status,
     context,
+    hosts,
     sizes,
 )
 from ncclparse.health.integrity import expect_cases, input_case, integrity_case
-from ncclparse.health.rules import Rule, Rules
+from ncclparse.health.rules import Rule, Rules, VerdictPolicy
+from ncclparse.health.verdict import judge_run
 from ncclparse.schema import SERIES_KEYS
 
 __all__ = ["Case", "CheckResult", "Finding", "check"]
@@ -43,14 +45,17 @@ __all__ = ["Case", "CheckResult", "Finding", "check"]
 
 @dataclass(frozen=True, slots=True)
 class CheckResult:
-    """Cases in a stable order, hosts ranked by
-    :func:`ncclparse.health.blame.blame`, the efficiency assumptions and the analysed
-    rows (for reports)."""
+    """Cases in a stable order, hosts ranked by :func:`ncclparse.health.blame.blame`
+    and the efficiency analysis the cases were judged on (for reports)."""
 
     cases: tuple[Case, ...]
     hosts: tuple[HostScore, ...]
-    assumptions: tuple[str, ...]
-    rows: Any
+    analysis: Analysis
+
+    @property
+    def assumptions(self) -> tuple[str, ...]:
+        """What the efficiency engine assumed (e.g. a preset matched by GPU name)."""
+        return self.analysis.assumptions
 
     @property
     def passed(self) -> bool:
@@ -70,22 +75,24 @@ def check(
     history: Any = None,
     exclude_keys: frozenset[str] = frozenset(),
     today: dt.date | None = None,
-    **hardware: Any,
+    hardware: HardwareOptions | None = None,
 ) -> CheckResult:
     """Judge ``result`` (and inputs that failed to parse) against ``rules``.
 
-    ``hardware`` takes :func:`ncclparse.efficiency.analyze`'s profile options
-    (``profile``, ``intra_bw``, ``inter_bw``, ``gpus_per_node``, ``nodes``).
+    ``hardware`` is what :func:`ncclparse.efficiency.analyze` takes. Each run's
+    verdict (:func:`ncclparse.health.verdict.judge_run` with ``rules.verdict``) is one
+    ``verdict`` case: it fails when the efficiency verdict is FAIL.
     ``history`` is a table from :func:`ncclparse.health.history.read_history` (already
     filtered by tags) or None; ``exclude_keys`` are ingest keys of the candidate.
     Raises ProfileError for bad hardware options.
     """
-    analysis = analyze(result.measurements, hardware.pop("profile", None), **hardware)
+    analysis = analyze(result.measurements, hardware)
     rows = _frame(analysis.rows)
     runs = {(r["source"], r["run"]): r for r in result.runs.to_pylist()}
     cases = [input_case(exc) for exc in input_failures]
     cases += [integrity_case(run, rows) for run in runs.values()]
     cases += expect_cases(rows, rules, [r["source"] for r in runs.values()])
+    cases += verdict_cases(runs, analysis, rules.verdict)
     series = list(rows.groupby(list(SERIES_KEYS), dropna=False, sort=False))
     for rule in rules.rules:
         for key, group in series:
@@ -97,7 +104,45 @@ def check(
             cases.append(_history_case(rules, context(key, runs), group, base))
     ranked = blame(run_scores(result.measurements, result.runs), rules.blame)
     cases += _blame_cases(ranked, len(runs))
-    return CheckResult(tuple(cases), ranked, analysis.assumptions, analysis.rows)
+    return CheckResult(tuple(cases), ranked, analysis)
+
+
+def verdict_cases(
+    runs: dict[tuple[str, int], dict[str, Any]],
+    analysis: Analysis,
+    policy: VerdictPolicy,
+) -> list[Case]:
+    """One ``verdict`` case per run: fail when its efficiency verdict is FAIL, skip
+    when nothing was judged on efficiency (status and data are integrity cases)."""
+    rows = analysis.rows.to_pandas()
+    fits = analysis.fits.to_pandas()
+    cases = []
+    for (source, run), facts in runs.items():
+        mine = rows[(rows["source"] == source) & (rows["run"] == run)]
+        my_fits = fits[(fits["source"] == source) & (fits["run"] == run)]
+        verdict = judge_run(facts, mine, policy, my_fits)
+        said = [f for f in verdict.findings if f.aspect == "efficiency"]
+        worst = verdict.worst("efficiency")
+        status: Status = (
+            "skip" if worst is None else "fail" if worst == "bad" else "pass"
+        )
+        found = hosts(facts)
+        where = f"{source} run {run} (hosts {', '.join(found) or 'unknown'})"
+        text = "; ".join(f"{f.label} {f.text}" for f in said) or "nothing to judge"
+        cases.append(
+            Case(
+                "verdict",
+                f"{source} run {run}",
+                status,
+                f"{where}: {text}",
+                source,
+                run,
+                found,
+                ", ".join(facts["collectives"]) or None,
+                len(said),
+            )
+        )
+    return cases
 
 
 def _frame(rows: pa.Table) -> pd.DataFrame:

@@ -3,7 +3,8 @@
 A :class:`Rules` value holds everything ``ncclparse check`` judges against: threshold
 rules (:class:`Rule`), what must be present (:class:`Expectations`), how history
 baselines are built (:class:`HistoryPolicy`) and when a host is named slow
-(:class:`BlamePolicy`). :data:`DEFAULT_RULES` applies when no file is given; a rules
+(:class:`BlamePolicy`) and the efficiency thresholds of the run verdict
+(:class:`VerdictPolicy`). :data:`DEFAULT_RULES` applies when no file is given; a rules
 file (:func:`load_rules`) replaces only the sections it has. The file format is
 documented in ``docs/check-json.md`` (section "Rules file").
 """
@@ -30,6 +31,7 @@ __all__ = [
     "Rule",
     "Rules",
     "RulesError",
+    "VerdictPolicy",
     "load_rules",
     "rules_from_mapping",
 ]
@@ -133,6 +135,18 @@ class BlamePolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class VerdictPolicy:
+    """The efficiency thresholds of a run's verdict (fractions of the ideal).
+
+    At least ``good`` is healthy (OK), below ``poor`` is far below the ideal (FAIL),
+    between is CHECK. ``check`` fails a run whose efficiency verdict is FAIL.
+    """
+
+    good: float = 0.75
+    poor: float = 0.5
+
+
+@dataclass(frozen=True, slots=True)
 class Rules:
     """Everything a check judges against."""
 
@@ -140,26 +154,15 @@ class Rules:
     expect: Expectations = field(default_factory=Expectations)
     history: HistoryPolicy = field(default_factory=HistoryPolicy)
     blame: BlamePolicy = field(default_factory=BlamePolicy)
+    verdict: VerdictPolicy = field(default_factory=VerdictPolicy)
 
 
-# Defaults catch gross faults (a fabric fallen back to sockets, a dead NIC), not tuning
-# gaps: a preset profile is often not the exact machine, and fabrics that reach 70 % of
-# the seed 003 ideal are healthy. History (median + MAD) is what catches small drops.
-# 256 MiB: multi-node all-reduce reaches its plateau around there (the corpus' 2-node
-# H100 log is at 44 % of ideal at 256 MiB and 70 % at 8 GiB); below, efficiency is
-# mostly latency. The 1 ms ceiling up to 1 MiB is far above NVLink and InfiniBand
-# small-message times (10-150 us in the corpus) yet below a socket fallback's.
+# Efficiency against the ideal is the verdict's (VerdictPolicy); the default rule
+# catches what the verdict does not judge: small messages gone slow. The 1 ms ceiling
+# up to 1 MiB is far above NVLink and InfiniBand small-message times (10-150 us in the
+# corpus) yet below a socket fallback's. History (median + MAD) catches small drops.
 DEFAULT_RULES = Rules(
-    rules=(
-        Rule(
-            "bandwidth",
-            "efficiency",
-            0.30,
-            regime="bandwidth-bound",
-            size_min=256 * 2**20,
-        ),
-        Rule("latency", "time_us", 1000.0, regime="latency-bound", size_max=2**20),
-    )
+    rules=(Rule("latency", "time_us", 1000.0, regime="latency-bound", size_max=2**20),)
 )
 
 
@@ -186,7 +189,7 @@ def rules_from_mapping(data: dict[str, Any]) -> Rules:
     """Build :class:`Rules` from parsed TOML (``rule`` array, ``expect``, ``history``,
     ``blame`` tables). A ``rule`` array, even empty, replaces the default rules.
     """
-    _known(data, {"rule", "expect", "history", "blame"}, "top level")
+    _known(data, {"rule", "expect", "history", "blame", "verdict"}, "top level")
     rules = DEFAULT_RULES.rules
     if "rule" in data:
         if not isinstance(data["rule"], list):
@@ -209,7 +212,18 @@ def rules_from_mapping(data: dict[str, Any]) -> Rules:
         expect=expect,
         history=_policy(data, "history", DEFAULT_RULES.history),
         blame=_policy(data, "blame", DEFAULT_RULES.blame),
+        verdict=_verdict(data),
     )
+
+
+def _verdict(data: dict[str, Any]) -> VerdictPolicy:
+    policy: VerdictPolicy = _policy(data, "verdict", DEFAULT_RULES.verdict)
+    if not 0 <= policy.poor <= policy.good:
+        raise RulesError(
+            f"[verdict]: need 0 <= poor <= good, got poor {policy.poor:g} and good "
+            f"{policy.good:g}"
+        )
+    return policy
 
 
 def _rule(item: Any, index: int) -> Rule:

@@ -20,7 +20,8 @@ from markupsafe import Markup
 
 from ncclparse.api import ParseResult
 from ncclparse.efficiency import Analysis, analyze
-from ncclparse.efficiency.hardware import HardwareOptions, HardwareProfile
+from ncclparse.efficiency.hardware import HardwareOptions
+from ncclparse.health.rules import DEFAULT_RULES, VerdictPolicy
 from ncclparse.health.verdict import Finding, Level, Verdict, judge_run
 from ncclparse.report import plots
 from ncclparse.report.checks import CheckSummary, RunLink, check_summary
@@ -30,7 +31,6 @@ from ncclparse.report.facts import (
     failure_message,
     run_messages,
     run_metadata,
-    used_profiles,
 )
 from ncclparse.report.page import (
     Block,
@@ -69,42 +69,30 @@ def build_context(
     result: ParseResult,
     analysis: Analysis | None = None,
     *,
-    profile: HardwareProfile | str | None = None,
-    intra_bw: str | float | None = None,
-    inter_bw: str | float | None = None,
-    gpus_per_node: int | None = None,
-    nodes: int | None = None,
-    hw_latency: str | float | None = None,
+    hardware: HardwareOptions | None = None,
     command_line: str | None = None,
     failures: Sequence[Exception] | None = None,
-    good: float = 0.75,
-    poor: float = 0.5,
+    policy: VerdictPolicy | None = None,
     check: CheckResult | None = None,
 ) -> ReportContext:
-    """Build the report context; runs :func:`~ncclparse.efficiency.analyze` if needed.
-
-    Hardware options as for ``analyze``. ``failures`` are the inputs that could not
-    be read (default: ``result.failures``; the CLI adds missing paths). A run is
-    judged healthy when its large-message efficiency is at least ``good``, poor below
-    ``poor`` (fractions of the ideal). ``check`` (from
+    """Build the report context; runs :func:`~ncclparse.efficiency.analyze` with
+    ``hardware`` unless given its ``analysis``. ``failures`` are the inputs that could
+    not be read (default: ``result.failures``; the CLI adds missing paths). Runs are
+    judged by :func:`ncclparse.health.verdict.judge_run` with ``policy`` (default: the
+    default rules' thresholds). ``check`` (from
     :func:`ncclparse.health.check.check` on the same result) adds the Checks section;
     without it the page is unchanged.
     Raises ProfileError as ``analyze`` does.
     """
     from ncclparse import __version__
 
-    hardware: HardwareOptions = {
-        "intra_bw": intra_bw,
-        "inter_bw": inter_bw,
-        "gpus_per_node": gpus_per_node,
-        "hw_latency": hw_latency,
-    }
     if analysis is None:
-        analysis = analyze(result.measurements, profile, nodes=nodes, **hardware)
+        analysis = analyze(result.measurements, hardware)
+    policy = policy or DEFAULT_RULES.verdict
     rows = analysis.rows.to_pandas()
     fits = analysis.fits.to_pandas()
     runs = [
-        _run_report(index, run, rows, fits, good, poor)
+        _run_report(index, run, rows, fits, policy)
         for index, run in enumerate(result.runs.to_pylist())
     ]
     comparison = tuple(ComparisonRow(r, b) for r in runs for b in r.blocks)
@@ -120,12 +108,11 @@ def build_context(
         assumptions=analysis.assumptions,
         overlay=_overlay(comparison) if len(comparison) > 1 else None,
         comparison=comparison if len(comparison) > 1 else (),
-        profiles=used_profiles(result, profile, hardware),
+        profiles=tuple(ProfileInfo(p.summary(), p.sources) for p in analysis.profiles),
         ncclparse_version=__version__,
         schema_version=SCHEMA_VERSION,
         command_line=command_line,
-        good=good,
-        poor=poor,
+        policy=policy,
         checks=None if check is None else check_summary(check, links),
     )
 
@@ -135,8 +122,7 @@ def _run_report(
     run: dict[str, Any],
     rows: pd.DataFrame,
     fits: pd.DataFrame,
-    good: float,
-    poor: float,
+    policy: VerdictPolicy,
 ) -> RunReport:
     mine = rows[(rows["source"] == run["source"]) & (rows["run"] == run["run"])]
     my_fits = fits[(fits["source"] == run["source"]) & (fits["run"] == run["run"])]
@@ -150,7 +136,7 @@ def _run_report(
         blocks.append(_block(f"{anchor}-{number}", key, group, block_fits))
     devices = Counter(d for d in run["devices"] if d)
     device = next(iter(devices)) if len(devices) == 1 else None
-    verdict = judge_run(run, blocks, good=good, poor=poor)
+    verdict = judge_run(run, mine, policy, my_fits)
     return RunReport(
         anchor=anchor,
         label=f"{run['source']} (run {run['run'] + 1})",

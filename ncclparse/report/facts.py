@@ -9,14 +9,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Any, Literal, cast
-
-from ncclparse.api import ParseResult
-from ncclparse.efficiency.hardware import (
-    HardwareOptions,
-    HardwareProfile,
-    resolve_profile,
-)
+from typing import Any, Literal
 
 __all__ = [
     "Message",
@@ -24,7 +17,6 @@ __all__ = [
     "failure_message",
     "run_messages",
     "run_metadata",
-    "used_profiles",
 ]
 
 _LINE_PREFIX = re.compile(r"^line (\d+): ")
@@ -100,24 +92,3 @@ def failure_message(exc: Exception) -> Message:
     source = str(getattr(exc, "source", "") or "input")
     line = getattr(exc, "line_no", None) or None
     return Message("error", source, line, str(exc))
-
-
-def used_profiles(
-    result: ParseResult,
-    profile: HardwareProfile | str | None,
-    hardware: HardwareOptions,
-) -> tuple[ProfileInfo, ...]:
-    """The profiles the ideal was judged against (as ``analyze`` resolves them)."""
-    if profile is not None:
-        candidates = [resolve_profile(profile, **hardware)[0]]
-    else:
-        # device is a string column and its nulls are dropped: only str remain.
-        names = result.measurements.column("device").drop_null().to_pylist()
-        devices = sorted(set(cast("list[str]", names)))
-        candidates = [
-            resolve_profile(None, device_name=d, **hardware)[0] for d in devices
-        ]
-        if not devices:
-            candidates.append(resolve_profile(None, **hardware)[0])
-    unique = {p.summary(): p for p in candidates if p is not None}
-    return tuple(ProfileInfo(k, p.sources) for k, p in unique.items())

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from markupsafe import Markup
 
+from ncclparse.health.rules import VerdictPolicy
 from ncclparse.health.verdict import Verdict
 from ncclparse.report.checks import CheckSummary
 from ncclparse.report.facts import Message, ProfileInfo
@@ -127,7 +128,7 @@ class ReportContext:
 
     ``failures`` are inputs that could not be read at all (no run); ``overlay`` is the
     all-runs chart, present with two or more blocks; ``comparison`` its table.
-    ``good``/``poor`` are the efficiency thresholds the verdicts used; ``checks``
+    ``policy`` holds the efficiency thresholds the verdicts used; ``checks``
     the outcome of ``ncclparse check`` when the report shows one, else None.
     """
 
@@ -141,8 +142,7 @@ class ReportContext:
     ncclparse_version: str
     schema_version: int
     command_line: str | None
-    good: float
-    poor: float
+    policy: VerdictPolicy
     checks: CheckSummary | None = None
 
     @property

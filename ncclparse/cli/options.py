@@ -1,0 +1,157 @@
+"""What the commands share: reading INPUTS, the hardware option bundle, writing text.
+
+Library errors are turned into messages once, by the group (:mod:`ncclparse.cli.app`);
+here inputs that cannot be read are echoed and counted for the exit status.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import shlex
+import sys
+from collections import Counter
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import click
+
+from ncclparse.errors import InputError
+
+if TYPE_CHECKING:
+    from ncclparse.api import ParseResult
+
+EXIT_BAD_INPUT = 1  # an input could not be read or recognised (others still written)
+TABLE_FORMAT = click.Choice(["parquet", "arrow", "csv", "jsonl"])
+_HARDWARE = ("profile", "intra_bw", "inter_bw", "gpus_per_node", "nodes", "hw_latency")
+
+
+def inputs_or_stdin(inputs: tuple[str, ...]) -> tuple[str, ...]:
+    if inputs:
+        return inputs
+    if sys.stdin.isatty():
+        raise click.UsageError("no INPUTS given and standard input is a terminal")
+    return ("-",)
+
+
+def parse_inputs(
+    inputs: tuple[str, ...], quiet: bool, on_batch: Any = None
+) -> tuple[Any, list[Exception]]:
+    """Parse INPUTS (stdin when none and not a terminal); echo summaries and errors."""
+    from ncclparse.api import parse_many
+    from ncclparse.inputs import expand
+
+    expanded = list(expand(inputs_or_stdin(inputs)))
+    missing = [e for e in expanded if isinstance(e, InputError)]
+    result = parse_many(
+        (e for e in expanded if not isinstance(e, InputError)), on_batch=on_batch
+    )
+    if not quiet:
+        for line in summary_lines(result):
+            click.echo(line, err=True)
+    failures: list[Exception] = [*missing, *result.failures]
+    for failure in failures:
+        click.echo(f"Error: {failure}", err=True)
+    return result, failures
+
+
+def summary_lines(result: ParseResult) -> list[str]:
+    """One line per parsed source: runs, their statuses, rows and warnings."""
+    runs = result.runs.to_pydict()
+    by_source: dict[str, list[int]] = {}
+    for index, source in enumerate(runs["source"]):
+        by_source.setdefault(source, []).append(index)
+    lines = []
+    for source in result.accounting:
+        indices = by_source.get(source, [])
+        statuses = Counter(runs["status"][i] for i in indices)
+        rows = sum(runs["rows"][i] for i in indices)
+        warnings = sum(len(runs["warnings"][i]) for i in indices)
+        tools = sorted({runs["tool"][i] for i in indices})
+        status = ", ".join(f"{n} {s}" for s, n in sorted(statuses.items())) or "no run"
+        lines.append(
+            f"{source}: {' '.join(tools) or 'no tool'}, {len(indices)} "
+            f"run{'s' * (len(indices) != 1)} ({status}), {rows} rows, "
+            f"{warnings} warning{'s' * (warnings != 1)}"
+        )
+    return lines
+
+
+def exit_on(failures: list[Exception]) -> None:
+    if failures:
+        sys.exit(EXIT_BAD_INPUT)
+
+
+def hardware_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Add the hardware options to ``command``, which receives them as one
+    ``hardware`` value (:class:`ncclparse.efficiency.HardwareOptions`)."""
+
+    @functools.wraps(command)
+    def with_hardware(*args: Any, **kwargs: Any) -> Any:
+        from ncclparse.efficiency.hardware import HardwareOptions
+
+        given = {name: kwargs.pop(name) for name in _HARDWARE}
+        return command(*args, hardware=HardwareOptions(**given), **kwargs)
+
+    options = [
+        click.option(
+            "--profile",
+            help="Preset name (see `ncclparse profiles`) or a "
+            "TOML file. Default: a preset matching the GPU named in the log.",
+        ),
+        click.option(
+            "--intra-bw", help="B, per-GPU intra-node bandwidth, e.g. 450GB/s."
+        ),
+        click.option(
+            "--inter-bw", help="I, per-node inter-node bandwidth, e.g. 400Gbps."
+        ),
+        click.option("--gpus-per-node", type=int, help="P, ranks per node."),
+        click.option(
+            "--nodes", type=int, help="Q, number of nodes (default: from the log)."
+        ),
+        click.option(
+            "--hw-latency",
+            help="The hardware's per-step latency alpha, e.g. 2us: splits the fitted "
+            "latency into hardware and software (default: unknown).",
+        ),
+    ]
+    decorated: Callable[..., Any] = with_hardware
+    for option in reversed(options):
+        decorated = option(decorated)
+    return decorated
+
+
+def show_values(values: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        click.echo(json.dumps(values, indent=2, default=str))
+    else:
+        for key, value in values.items():
+            click.echo(f"{key}: {value}")
+
+
+def command_line() -> str:
+    """How ncclparse was invoked, for the report footer (shell-quoted)."""
+    program = Path(sys.argv[0]).name
+    program = "python -m ncclparse" if program == "__main__.py" else program
+    return " ".join([program, *map(shlex.quote, sys.argv[1:])])
+
+
+def _stdout_is_terminal() -> bool:
+    return sys.stdout.isatty()
+
+
+def write_text(text: str, output: Path | None, *, default: Path) -> None:
+    """Write UTF-8 ``text`` to ``output``; without one, to stdout or (a terminal)
+    to ``default``, whose path is then printed."""
+    from ncclparse.storage import atomic_output
+
+    if output is None and not _stdout_is_terminal():
+        sys.stdout.buffer.write(text.encode("utf-8"))
+        sys.stdout.buffer.flush()
+        return
+    path = output or default
+    with atomic_output(path, binary=False) as handle:
+        handle.write(text)
+    if output is None:
+        click.echo(path)

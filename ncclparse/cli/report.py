@@ -1,0 +1,70 @@
+"""``ncclparse report``: the self-contained HTML page or Markdown summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
+
+import click
+
+from ncclparse.cli.options import (
+    command_line,
+    exit_on,
+    hardware_options,
+    parse_inputs,
+    write_text,
+)
+
+if TYPE_CHECKING:
+    from ncclparse.efficiency import HardwareOptions
+
+
+@click.command()
+@click.argument("inputs", nargs=-1, type=str)
+@click.option(
+    "-o",
+    "--output",
+    type=click.Path(dir_okay=False, path_type=Path),
+    help="Write the report here. Default: standard output when it is not a "
+    "terminal, else ncclparse-report.html (.md) here, whose path is printed.",
+)
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["html", "md"]),
+    default="html",
+    show_default=True,
+    help="html: the full self-contained page; md: a short Markdown summary.",
+)
+@click.option(
+    "--template-dir",
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Use templates from this directory first (report.html, summary.md, ...).",
+)
+@click.option("-q", "--quiet", is_flag=True, help="No per-input summary on stderr.")
+@hardware_options
+def report(
+    inputs: tuple[str, ...],
+    output: Path | None,
+    fmt: Literal["html", "md"],
+    template_dir: Path | None,
+    quiet: bool,
+    hardware: HardwareOptions,
+) -> None:
+    """Write a self-contained report of INPUTS: verdicts, charts, tables, warnings.
+
+    The HTML page needs no network and no JavaScript; the same inputs give the same
+    bytes. Exit status as for `parse`.
+    """
+    from ncclparse.report import build_context, render_report
+
+    result, failures = parse_inputs(inputs, quiet)
+    context = build_context(
+        result,
+        hardware=hardware,
+        command_line=command_line(),
+        failures=failures,
+    )
+    text = render_report(context, format=fmt, template_dir=template_dir)
+    write_text(text, output, default=Path(f"ncclparse-report.{fmt}"))
+    exit_on(failures)
