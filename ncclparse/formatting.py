@@ -9,6 +9,7 @@ powers of two; bandwidths are decimal (GB = 1e9 B), as nccl-tests prints them.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,12 +20,15 @@ __all__ = [
     "format_gbps",
     "format_percent",
     "format_time_us",
+    "markdown_escape",
     "series_label",
 ]
 
 MISSING = "\u2013"  # en dash: reads as "no value", unlike 0 or a blank cell
 
 _BINARY_UNITS = ("B", "KiB", "MiB", "GiB", "TiB", "PiB")
+# Characters with a meaning in CommonMark or in a GitHub table cell.
+_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|&~])")
 
 
 def _missing(value: object) -> bool:
@@ -111,6 +115,13 @@ def format_count(value: float | None) -> str:
     if float(value).is_integer():
         return f"{int(value):,}"
     return f"{value:g}"
+
+
+def markdown_escape(value: object) -> str:
+    """Text from a log made safe for Markdown (and a table cell): one line, CommonMark
+    punctuation and ``|`` backslashed, so ``<script>`` stays literal text."""
+    text = " ".join(str(value).split())
+    return _MD_SPECIAL.sub(r"\\\1", text)
 
 
 def series_label(key: Mapping[str, Any]) -> str:

@@ -1,6 +1,6 @@
 """Read bandwidths, sizes and times as people write them.
 
-Conventions (the ones nccl-tests and the seeds use):
+Conventions (the ones nccl-tests and the alpha-beta literature use):
 
 * Bandwidth is decimal: ``1 GB/s = 1e9 bytes/s`` and ``1 Gbps = 1e9 bits/s = 0.125
   GB/s``. A lower-case ``b`` is bits, an upper-case ``B`` is bytes, so ``400Gbps`` is 50

@@ -136,8 +136,8 @@ def test_every_command_has_help(runner: CliRunner) -> None:
     assert all(f"  {name} " in listed for name in names)
 
 
-def test_ideal_reproduces_seed_003(runner: CliRunner) -> None:
-    # Seed 003: B = 450 GB/s, I = 100 GB/s, 8 GPUs per node, 2 nodes -> 187.5 GB/s.
+def test_ideal_reproduces_the_aiboosters_example(runner: CliRunner) -> None:
+    # AIBooster's ideal: B = 450 GB/s, I = 100 GB/s, 8 GPUs per node, 2 nodes -> 187.5 GB/s.
     result = runner.invoke(
         cli,
         [
@@ -159,8 +159,8 @@ def test_ideal_reproduces_seed_003(runner: CliRunner) -> None:
     assert values["bound"] == "inter"
 
 
-def test_model_reproduces_seed_002_ring_all_reduce(runner: CliRunner) -> None:
-    # Seed 002: 10 GB over 256 ranks, alpha 2 us, 50 GB/s: 1.02 ms + 398 ms = 399 ms.
+def test_model_reproduces_10gb_ring_all_reduce_on_256_ranks(runner: CliRunner) -> None:
+    # Worked example: 10 GB over 256 ranks, alpha 2 us, 50 GB/s: 1.02 ms + 398 ms = 399 ms.
     result = runner.invoke(
         cli,
         [
@@ -206,7 +206,7 @@ def test_analyze_writes_rows_and_fits_and_states_assumptions(
     assert len(rows) == 62
     biggest = rows[-1]  # 8 GiB in-place on 2 nodes x 8 H100 (B 450, I 400 GB/s)
     assert biggest["size_bytes"] == 8589934592
-    # Seed 003: min(I(N-1)Q/(N(Q-1)), B(N-1)/(N-Q)) = min(750, 482.14...)
+    # AIBooster's ideal: min(I(N-1)Q/(N(Q-1)), B(N-1)/(N-Q)) = min(750, 482.14...)
     ideal = min(400 * 15 * 2 / (16 * 1), 450 * 15 / (16 - 2))
     assert biggest["ideal_busbw_gbps"] == pytest.approx(ideal)
     assert biggest["efficiency"] == pytest.approx(biggest["busbw_calc_gbps"] / ideal)
@@ -222,9 +222,9 @@ def test_profiles_lists_presets_with_sources(runner: CliRunner) -> None:
     )
 
 
-def test_model_hierarchical_reproduces_seed_000(runner: CliRunner) -> None:
-    # Seed 000, 8 nodes x 8 GPUs, 2 GB: phase 2 takes 8.82 ms (the seed's total 20.44 ms
-    # adds rounded phases; the formula gives 20.50 ms, see test_costmodels).
+def test_model_hierarchical_reproduces_8x8_gpus_2gb(runner: CliRunner) -> None:
+    # Worked example, 8 nodes x 8 GPUs, 2 GB: phase 2 takes 8.82 ms (the printed total
+    # 20.44 ms adds rounded phases; the formula gives 20.50 ms, see test_costmodels).
     result = runner.invoke(
         cli,
         [
@@ -255,8 +255,8 @@ def test_model_hierarchical_reproduces_seed_000(runner: CliRunner) -> None:
     assert round(values["time_us"] / 1000, 2) == 20.50
 
 
-def test_model_scale_out_reproduces_seed_004(runner: CliRunner) -> None:
-    # Seed 004, 2 Aurora nodes, 2 GB over a 23 GB/s NIC at 80 %: 108.7 ms, and 299.2 ms
+def test_model_scale_out_reproduces_the_aurora_projection(runner: CliRunner) -> None:
+    # Aurora data-path projection, 2 nodes, 2 GB over a 23 GB/s NIC at 80 %: 108.7 ms, and 299.2 ms
     # with host staging over 42 GB/s PCIe.
     result = runner.invoke(
         cli,
@@ -285,8 +285,8 @@ def test_model_scale_out_reproduces_seed_004(runner: CliRunner) -> None:
 def test_analyze_with_a_hardware_latency_splits_the_fitted_alpha(
     runner: CliRunner, tmp_path: Path
 ) -> None:
-    # all_reduce on 16 ranks needs at least 2 x ceil(log2 16) = 8 latency steps (seed
-    # 000's recursive halving-doubling): 8 x 2 us = 16 us of hardware latency per row.
+    # all_reduce on 16 ranks needs at least 2 x ceil(log2 16) = 8 latency steps
+    # (recursive halving-doubling): 8 x 2 us = 16 us of hardware latency per row.
     out = tmp_path / "a.parquet"
     result = runner.invoke(
         cli, ["analyze", str(COMPLETE), "-q", "-o", str(out), "--hw-latency", "2us"]

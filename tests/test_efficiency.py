@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 import ncclparse
@@ -74,19 +74,20 @@ def test_busbw_factor_unknown() -> None:
         eff.busbw_factor("barrier", 8)
 
 
-def test_seed000_35_gbps_example_through_the_table() -> None:
-    """1 GB all-reduce on 8 GPUs in 50 ms: algbw 20, busbw 35 GB/s (seed 000)."""
+def test_35_gbps_example_through_the_table() -> None:
+    """1 GB all-reduce on 8 GPUs in 50 ms: algbw 20, busbw 35 GB/s (factor 2(n-1)/n, NVIDIA
+    nccl-tests doc/PERFORMANCE.md)."""
     got = eff.bandwidth_columns(table(size_bytes=[10**9], time_us=[50_000.0]))
     assert column(got, "algbw_calc_gbps") == [pytest.approx(20.0)]
     assert column(got, "busbw_calc_gbps") == [pytest.approx(35.0)]
     assert column(got, "busbw_factor") == [1.75]
 
 
-def test_seed003_busbw_example() -> None:
+def test_aiboosters_busbw_example() -> None:
     """AllReduce of 1 GB on 2 x 8 GPUs in 0.1 s: S 2(N-1) / (T N) = 18.75 GB/s.
 
-    Seed 003 prints 19.375 GB/s, which is 1 GB x 31 / 1.6: its 2 x (16 - 1) was taken
-    as 31 instead of 30. The formula it states gives 18.75.
+    The AIBooster documentation prints 19.375 GB/s, which is 1 GB x 31 / 1.6: its
+    2 x (16 - 1) was taken as 31 instead of 30. The formula it states gives 18.75.
     """
     got = eff.bandwidth_columns(table(size_bytes=[10**9], time_us=[1e5], nranks=[16]))
     assert column(got, "busbw_calc_gbps") == [pytest.approx(18.75)]
@@ -165,10 +166,10 @@ def test_unknown_inputs_give_null_bandwidths() -> None:
     assert column(got, "busbw_calc_gbps") == [None, None, None]
 
 
-# --- ideal bandwidth (seed 003) --------------------------------------------------------
+# --- ideal bandwidth (AIBooster) ------------------------------------------------------
 
 
-def test_seed003_ideal_187_5() -> None:
+def test_aiboosters_ideal_187_5() -> None:
     got = eff.ideal_bandwidth("450GB/s", "100GB/s", gpus_per_node=8, nodes=2)
     assert got.ideal_busbw_gbps == 187.5
     assert round(got.intra_term_gbps or 0, 1) == 482.1
@@ -231,7 +232,7 @@ def sweep(
 
 
 def test_fit_recovers_alpha_beta_and_crossover() -> None:
-    """T = 30 µs + n / 150 GB/s: n* = alpha x beta = 4.5 MB (seed 002 crossover)."""
+    """T = 30 µs + n / 150 GB/s: n* = alpha x beta = 4.5 MB (the crossover)."""
     got = eff.analyze(sweep(nranks=16, nnodes=2), "h100")
     fits = got.fits.to_pylist()
     assert len(fits) == 1
@@ -265,7 +266,7 @@ def test_fit_is_robust_to_an_outlier() -> None:
     [(0.05, "excellent"), (0.2, "useful"), (0.6, "assumptions violated")],
 )
 def test_fit_class_thresholds(spread: float, fit_class: str) -> None:
-    """Seed 000: < 10 % excellent, 10-30 % useful, > 30 % assumptions violated."""
+    """Model error < 10 % excellent, 10-30 % useful, > 30 % assumptions violated."""
     got = eff.analyze(
         sweep(noise=[1 + spread, 1 - spread, 1 + 3 * spread, 1.0]), "h100"
     )
@@ -311,7 +312,7 @@ def test_gap_components_add_up_exactly() -> None:
     assert np.allclose(gap, measured - ideal_time)
 
 
-def test_gap_with_seed004_host_staging() -> None:
+def test_gap_with_aurora_host_staging() -> None:
     """Aurora, 2 nodes x 12 ranks, 2 GB all-reduce: staging = 2 x 2 x Z / (12 x 42 GB/s)."""
     got = eff.analyze(sweep(nranks=24, nnodes=2), "aurora").rows
     sizes = np.array(column(got, "size_bytes"), dtype=float)
@@ -326,12 +327,16 @@ def test_staging_for_other_collectives_is_not_invented() -> None:
         sweep(nranks=24, nnodes=2, collective="all_gather"), "aurora"
     ).rows
     assert column(got, "gap_staging_us")[5] is None
-    assert "host staging for all-reduce only" in column(got, "efficiency_note")[5]
+    assert (
+        "the Aurora data-path model gives host staging for all-reduce only: it stays in "
+        "gap_bandwidth_us"
+    ) in column(got, "efficiency_note")[5]
     assert column(got, "gap_bandwidth_us")[5] is not None
 
 
 def test_efficiency_and_ideal_time() -> None:
-    """Seed 000 Exercise 2 as a row: 21.875 GB/s busbw against 50 GB/s is 43.75 %."""
+    """1 GB all-reduce on 8 GPUs in 80 ms as a row: 21.875 GB/s busbw against 50 GB/s is
+    43.75 %."""
     got = eff.analyze(
         table(size_bytes=[10**9], time_us=[80_000.0], nnodes=[1]),
         HardwareOptions(intra_bw="400Gbps"),
@@ -378,14 +383,17 @@ def test_nodes_override_must_divide_ranks() -> None:
         eff.analyze(sweep(nranks=16), HardwareOptions(profile="h100", nodes=3))
     assert str(info.value) == (
         "--nodes 3 does not divide the rank count (16): every node must hold the same "
-        "number of ranks (seed 003)"
+        "number of ranks (as the AIBooster ideal assumes)"
     )
 
 
 def test_uneven_nodes_from_the_log_are_a_note() -> None:
     got = eff.analyze(sweep(nranks=16, nnodes=3), "h100").rows
     assert column(got, "efficiency")[3] is None
-    assert "ranks not divisible by nodes" in column(got, "efficiency_note")[3]
+    assert (
+        "ranks not divisible by nodes: the AIBooster ideal assumes equal ranks per node"
+        in column(got, "efficiency_note")[3]
+    )
 
 
 def test_node_count_inferred_from_profile_is_an_assumption() -> None:
@@ -394,9 +402,11 @@ def test_node_count_inferred_from_profile_is_an_assumption() -> None:
     assert column(got.rows, "ideal_busbw_gbps")[3] == pytest.approx(450 * 15 / 14)
 
 
-def test_million_rows_in_seconds() -> None:
+def test_many_series_are_fitted_in_one_pass() -> None:
+    """20,000 series over 200,000 rows: one fit each, every row kept (its speed is
+    measured in benchmarks/, target 5: 1 million rows)."""
     rng = np.random.default_rng(0)
-    n = 1_000_000
+    n = 200_000
     sizes = (2 ** rng.integers(0, 34, n)).astype(np.int64)
     series = rng.integers(0, 20_000, n)
     times = np.round(30 + sizes / 150e3 * (1 + 0.05 * rng.standard_normal(n)), 2)
@@ -420,12 +430,13 @@ def test_million_rows_in_seconds() -> None:
         [columns.get(f.name, pa.nulls(n, f.type)) for f in MEASUREMENTS_SCHEMA],
         schema=MEASUREMENTS_SCHEMA,
     )
-    start = time.perf_counter()
     got = eff.analyze(big, "h100")
-    elapsed = time.perf_counter() - start
     assert got.rows.num_rows == n
-    assert got.fits.num_rows == 20_000
-    assert elapsed < 4.0  # ~1 s on the development machine; the target is 2 s
+    assert got.fits.num_rows == len(np.unique(series))
+    # A fit needs two distinct non-zero sizes (every size here is >= 1 byte).
+    pairs = np.unique(np.stack([series, sizes]), axis=1)
+    fittable = np.count_nonzero(np.bincount(pairs[0]) >= 2)
+    assert pc.count(got.fits["alpha_us"]).as_py() == fittable
 
 
 # --- real logs ----------------------------------------------------------------------------

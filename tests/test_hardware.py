@@ -24,22 +24,24 @@ def test_required_presets_exist_with_sources() -> None:
         assert profile.inter_gbps is None or profile.source("inter_gbps"), name
 
 
-def test_h100_matches_seed_figures() -> None:
-    """Seed 003 B = 450 GB/s; seed 000: 8 x 400 Gbps NICs = 400 GB/s per node."""
+def test_h100_matches_published_figures() -> None:
+    """AIBooster's ideal example B = 450 GB/s; 8 x 400 Gbps NICs = 400 GB/s per node."""
     h100 = PRESETS["h100"]
     assert (h100.intra_gbps, h100.inter_gbps, h100.gpus_per_node) == (450.0, 400.0, 8)
 
 
-def test_aurora_has_seed004_figures() -> None:
+def test_aurora_has_data_path_projection_figures() -> None:
     aurora = PRESETS["aurora"]
-    assert aurora.nic_gbps == 23.0  # the figure seed 004's tables use
+    assert aurora.nic_gbps == 23.0  # the figure the Aurora projection's tables use
     assert aurora.nic_derating == 0.8
     assert aurora.pcie_gbps == 42.0
     assert aurora.xe_link_gbps == 15.0
     assert aurora.mdfi_gbps == 196.0
     assert aurora.nics_per_node == 8
     assert aurora.host_staging
-    assert "Int23" in (aurora.source("intra_gbps") or "")
+    assert "Data Center GPU Max Series product brief" in (
+        aurora.source("intra_gbps") or ""
+    )
 
 
 @pytest.mark.parametrize(
@@ -130,7 +132,10 @@ def test_toml_profile_from_scratch(tmp_path: Path) -> None:
         ("intra_gbps = 450", "needs intra_gbps and gpus_per_node"),
         ('base = "h100"\nbogus = 1', "unknown profile key(s) ['bogus']"),
         ("intra_gbps = ", "is not valid TOML"),
-        ('base = "h100"\nhost_staging = true', "host_staging needs pcie_gbps"),
+        (
+            'base = "h100"\nhost_staging = true',
+            "host_staging needs pcie_gbps (Aurora data-path model, Eq. 6)",
+        ),
     ],
 )
 def test_bad_toml(tmp_path: Path, text: str, message: str) -> None:

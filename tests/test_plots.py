@@ -119,7 +119,7 @@ def test_bandwidth_plot_labels_sizes_and_regions(
         "n* = 20.4 MiB, bandwidth-bound",
         "measured, out-of-place",
         "measured, in-place",
-        "ideal (seed 003)",
+        "ideal (AIBooster)",
         "alpha-beta fit, out-of-place",
         "alpha-beta fit, in-place",
     ):

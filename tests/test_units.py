@@ -11,16 +11,16 @@ from ncclparse.units import bandwidth_gbps, size_bytes, time_us
 @pytest.mark.parametrize(
     ("text", "gbps"),
     [
-        ("400Gbps", 50.0),  # seed 000: 400 Gbps = 50 GB/s
+        ("400Gbps", 50.0),  # 400 Gbps = 50 GB/s
         ("400 Gb/s", 50.0),
         ("200 Gbit/s", 25.0),
         ("50GB/s", 50.0),
-        ("450 GB/s", 450.0),  # seed 003
+        ("450 GB/s", 450.0),  # B in the AIBooster ideal's example
         ("50GBps", 50.0),
         ("1.6Tb/s", 200.0),
         ("1.8TB/s", 1800.0),
         ("12500MB/s", 12.5),
-        ("100000Mbps", 12.5),  # seed 002: 100GbE = 12.5 GB/s
+        ("100000Mbps", 12.5),  # 100GbE = 12.5 GB/s
         ("1GiB/s", 1.073741824),
         ("3e2 GB/s", 300.0),
         (450, 450.0),
@@ -80,11 +80,11 @@ def test_bandwidth_must_be_positive(value: str | float) -> None:
 @pytest.mark.parametrize(
     ("text", "nbytes"),
     [
-        ("10GB", 10**10),  # seed 002 Exercise 1
+        ("10GB", 10**10),  # 10 GB all_reduce on 256 ranks, 2 us, 50 GB/s
         ("1.5 MB", 1_500_000),
-        ("100MB", 10**8),  # seed 000 Exercise 1
-        ("0.875GB", 875_000_000),  # seed 004
-        ("100MiB", 100 * 2**20),  # seed 001 Code 3.8.1
+        ("100MB", 10**8),  # 100 MB on 16 ranks, 10 us, 100 GB/s
+        ("0.875GB", 875_000_000),  # Aurora data-path projection, intra-node
+        ("100MiB", 100 * 2**20),  # ring all-reduce sweep over K ranks
         ("1GiB", 2**30),
         ("1048576", 1048576),
         ("64 B", 64),

@@ -19,7 +19,7 @@ from ncclparse.cli.options import show_values
 def ideal(
     intra_bw: str, inter_bw: str | None, gpus_per_node: int, nodes: int, as_json: bool
 ) -> None:
-    """Print the ideal bus bandwidth (seed 003, AIBooster) and both of its terms."""
+    """Print the ideal bus bandwidth (the AIBooster ideal) and both of its terms."""
     from ncclparse.efficiency import ideal_bandwidth
 
     found = ideal_bandwidth(
@@ -37,7 +37,7 @@ def ideal(
 @click.option(
     "--algorithm",
     help="ring, tree, rhd, binomial, pairwise, direct; or "
-    "hierarchical, scale-out, scale-up (seed 000 / 004 models).",
+    "hierarchical, scale-out, scale-up (two-level and Aurora data-path models).",
 )
 @click.option("--gpus-per-node", type=int, help="hierarchical: GPUs per node.")
 @click.option("--nodes", type=int, help="hierarchical / scale-out: nodes.")
@@ -52,7 +52,7 @@ def ideal(
     type=float,
     default=0.8,
     show_default=True,
-    help="scale-out: achievable fraction of NIC bandwidth (seed 004).",
+    help="scale-out: achievable fraction of NIC bandwidth (Aurora data-path model).",
 )
 @click.option("--ranks-per-node", type=int, default=1, show_default=True)
 @click.option("--xe-bandwidth", help="scale-out / scale-up: Xe-link bandwidth.")

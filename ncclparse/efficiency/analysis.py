@@ -218,7 +218,8 @@ def _nodes(
             counts = ", ".join(str(int(v)) for v in np.unique(n[bad]))
             raise ProfileError(
                 f"{given} does not divide the rank count ({counts}): "
-                f"every node must hold the same number of ranks (seed 003)"
+                "every node must hold the same number of ranks (as the AIBooster ideal "
+                "assumes)"
             )
         return q, np.zeros(n.shape, dtype=np.int64)
     with np.errstate(invalid="ignore"):
@@ -266,7 +267,8 @@ def _staging(
     q: np.ndarray,
     hw: dict[str, np.ndarray],
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Seed 004 Eq. 6 host staging, 2*2*Z/(P*B_PCIe), on multi-node all-reduce."""
+    """Aurora data-path model Eq. 6 host staging, 2*2*Z/(P*B_PCIe), on multi-node
+    all-reduce."""
     staged = hw["staged"] & (q > 1)
     with np.errstate(divide="ignore", invalid="ignore"):
         term = 4 * size / ((n / q) * hw["pcie"] * 1e3)

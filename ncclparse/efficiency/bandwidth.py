@@ -1,4 +1,4 @@
-"""Bus bandwidth recomputed from size and time, and seed 003's ideal to judge it by.
+"""Bus bandwidth recomputed from size and time, and AIBooster's ideal to judge it by.
 
 The first half of the efficiency engine (:mod:`ncclparse.efficiency` re-exports the
 public names): nccl-tests' busbw factors, algbw/busbw recomputed per row with flags for

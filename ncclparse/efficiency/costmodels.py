@@ -1,12 +1,15 @@
-"""Alpha-beta cost models of collectives, from the seeds, with their terms kept apart.
+"""Alpha-beta cost models of collectives, with their terms kept apart.
 
 Units everywhere: sizes in bytes, latencies and times in microseconds, bandwidths in
 GB/s (1e9 B/s), so the bandwidth term ``n / beta`` is ``n / (beta_gbps * 1e3)`` µs. Step
-counts written ``log2 P`` in seed 000 are ``ceil(log2 P)`` here (an algorithm takes
-whole steps, as seed 001 Exercise 3.8.2 writes); both agree when P is a power of two.
+counts often written ``log2 P`` are ``ceil(log2 P)`` here (an algorithm takes whole
+steps); both agree when P is a power of two.
 
-Seeds: 000 = "The Collective Cost Model", 001 = "Communication Cost Models" (sec. 3.8),
-002 = "The alpha-beta Model", 004 = "Communication Benchmark Projection" (Aurora).
+Sources: the alpha-beta (Hockney) model; the collective cost models of Thakur,
+Rabenseifner and Gropp, "Optimization of Collective Communication Operations in MPICH"
+(IJHPCA 2005) and Chan et al., "Collective communication: theory, practice, and
+experience" (2007); and the Aurora oneCCL data-path projection (scale-up/scale-out
+model of Intel's Aurora system).
 """
 
 from __future__ import annotations
@@ -52,7 +55,7 @@ class Prediction:
 
 @dataclass(frozen=True, slots=True)
 class HierarchicalPrediction:
-    """The two-level all-reduce of seed 000: intra RS, inter AR, intra AG (µs)."""
+    """The two-level all-reduce: intra RS, inter AR, intra AG (µs)."""
 
     reduce_scatter: Prediction
     all_reduce: Prediction
@@ -87,7 +90,7 @@ class HierarchicalPrediction:
 
 @dataclass(frozen=True, slots=True)
 class DataPathPrediction:
-    """Seed 004's all-reduce data-path terms (µs); ``time_us`` is their sum."""
+    """Aurora data-path model all-reduce terms (µs); ``time_us`` is their sum."""
 
     scale_up_us: float
     scale_out_us: float
@@ -103,7 +106,7 @@ class DataPathPrediction:
 
 @dataclass(frozen=True, slots=True)
 class BucketingComparison:
-    """Seed 002 Exercise 2: k separate all-reduces versus one of the concatenation."""
+    """k separate all-reduces versus one of the concatenation (bucketing)."""
 
     individual_us: float
     bucketed_us: float
@@ -118,9 +121,9 @@ def _clog2(p: int) -> int:
     return math.ceil(math.log2(p)) if p > 1 else 0
 
 
-# (latency steps, bandwidth multiplier of n/beta) as functions of P, per seed 000's
-# summary table; "direct" is send/recv (seed 000 "Point-to-Point", seed 002 "The
-# Model").
+# (latency steps, bandwidth multiplier of n/beta) as functions of P, per the standard
+# alpha-beta collective cost models (Thakur, Rabenseifner and Gropp 2005; Chan et al.
+# 2007); "direct" is send/recv, the plain alpha + n/beta.
 _TERMS: dict[tuple[str, str], Callable[[int], tuple[int, float]]] = {
     ("sendrecv", "direct"): lambda p: (1, 1.0),
     ("broadcast", "tree"): lambda p: (_clog2(p), float(_clog2(p))),
@@ -160,7 +163,7 @@ def predict(
     bandwidth: float | str,
     algorithm: str | None = None,
 ) -> Prediction:
-    """Predict one collective's time with seed 000's summary-table formula.
+    """Predict one collective's time with its alpha-beta cost formula.
 
     Parameters
     ----------
@@ -171,12 +174,14 @@ def predict(
     alpha : per-step latency, µs (``"2us"`` accepted).
     bandwidth : beta, GB/s (``"50GB/s"``, ``"400Gbps"`` accepted).
     algorithm : ``ring``, ``tree``, ``rhd``, ``binomial``, ``pairwise`` or ``direct``;
-        default: the one seed 000's summary table gives for the collective.
+        default: ring for all_reduce, all_gather and reduce_scatter, tree for
+        broadcast and reduce, binomial for scatter and gather, pairwise for alltoall,
+        direct for sendrecv.
 
     Raises ProfileError for an unknown collective/algorithm pair or P < 1.
-    Example: seed 002 Exercise 1, ``predict("all_reduce", "10GB", 256, "2us",
-    "50GB/s")``
-    gives 399.46 ms (1.02 ms latency + 398.44 ms bandwidth).
+    Worked example: 10 GB all_reduce on 256 ranks, 2 us, 50 GB/s,
+    ``predict("all_reduce", "10GB", 256, "2us", "50GB/s")``, gives 399.46 ms (1.02 ms
+    latency + 398.44 ms bandwidth).
     """
     coll = _CANONICAL.get(re.sub(r"[\s_-]", "", collective.lower()), collective)
     algo = algorithm or _DEFAULT.get(coll, "")
@@ -203,12 +208,12 @@ def hierarchical_all_reduce(
     inter_alpha: float | str,
     inter_bandwidth: float | str,
 ) -> HierarchicalPrediction:
-    """Two-level all-reduce, seed 000 "Two-Level AllReduce Model" (G per node, N nodes).
+    """Two-level (hierarchical) all-reduce, G GPUs per node on N nodes.
 
     Phase 1 intra RS ``(G-1)a_NV + (G-1)/G n/b_NV``; phase 2 inter ring AR of n/G,
     ``2(N-1)a_net + 2(N-1)/N (n/G)/b_net``; phase 3 intra AG as phase 1.
-    Example (seed 000): 8 x 8 GPUs, 2 GB, 1 µs/300 GB/s, 5 µs/50 GB/s gives 20.50 ms
-    (the seed prints 20.44 ms from phases rounded to 5.81 ms; see docs/efficiency.md).
+    Worked example: 8 x 8 GPUs, 2 GB, 1 µs/300 GB/s, 5 µs/50 GB/s gives 20.50 ms
+    (20.44 ms if phases 1 and 3 are rounded to 5.81 ms; see docs/efficiency.md).
     """
     n = size_bytes(size)
     rs = predict("reduce_scatter", n, gpus_per_node, intra_alpha, intra_bandwidth)
@@ -217,18 +222,16 @@ def hierarchical_all_reduce(
 
 
 def crossover_bytes(alpha: float | str, bandwidth: float | str) -> float:
-    """Message size n* = alpha * beta (bytes) where both terms are equal (seed 002).
+    """Message size n* = alpha * beta (bytes) where both terms are equal.
 
-    Seed 002 "The Crossover Point": 2 µs x 50 GB/s = 100 KB; NVLink 1 µs x 900 GB/s =
-    900 KB. Seed 001 sec. 1 writes the same boundary as n = alpha/beta with beta the
-    inverse bandwidth.
+    Worked examples: 2 µs x 50 GB/s = 100 KB; NVLink 1 µs x 900 GB/s = 900 KB. With
+    beta written as inverse bandwidth the same boundary is n = alpha/beta.
     """
     return time_us(alpha) * bandwidth_gbps(bandwidth) * 1e3
 
 
 def regime(latency_us: float, bandwidth_us: float) -> str:
-    """``latency-bound`` when the latency term exceeds the bandwidth term (seed 001
-    sec. 4)."""
+    """``latency-bound`` when the latency term exceeds the bandwidth term."""
     return "latency-bound" if latency_us > bandwidth_us else "bandwidth-bound"
 
 
@@ -239,9 +242,10 @@ def bucketing(
     alpha: float | str,
     bandwidth: float | str,
 ) -> BucketingComparison:
-    """Ring all-reduce of k tensors one by one versus once concatenated (seed 002).
+    """Ring all-reduce of k tensors one by one versus once concatenated.
 
-    Seed 002 "Batch Small Messages" and Exercise 2: the saving is (k-1) latency terms.
+    Batching small messages saves (k-1) latency terms (worked example: 1000 x 1 MB on
+    64 ranks, 2 us, 50 GB/s).
     """
     one = predict("all_reduce", tensor_size, ranks, alpha, bandwidth)
     total = tensors * size_bytes(tensor_size)
@@ -255,8 +259,8 @@ def bucketing(
 def overlapped_time(compute_us: float, comm_us: float, overlap: float = 1.0) -> float:
     """Step time when a fraction ``overlap`` of communication hides behind compute.
 
-    Seed 000 "Overlap Communication and Compute" (overlap=1 gives max(compute, comm)
-    when comm <= compute) and Exercise 5: ``compute + (1 - overlap) * comm``.
+    Overlap of communication and compute (overlap=1 gives max(compute, comm) when
+    comm <= compute): ``compute + (1 - overlap) * comm``.
     """
     if not 0.0 <= overlap <= 1.0:
         raise ProfileError(f"overlap must be between 0 and 1, got {overlap}")
@@ -265,8 +269,7 @@ def overlapped_time(compute_us: float, comm_us: float, overlap: float = 1.0) -> 
 
 
 def copy_time_us(size: int | str, bandwidth: float | str) -> float:
-    """Staging copy time n / beta_PCIe (seed 000 "Memory Copy": 1 GB at 64 GB/s ~ 16
-    ms)."""
+    """Staging copy time n / beta_PCIe (memory copy: 1 GB at 64 GB/s ~ 16 ms)."""
     return size_bytes(size) / (bandwidth_gbps(bandwidth) * 1e3)
 
 
@@ -282,15 +285,16 @@ def scale_out_all_reduce(
     xe_links: int = 0,
     pcie_bandwidth: float | str | None = None,
 ) -> DataPathPrediction:
-    """Seed 004 Eq. 4 (scale-up + scale-out all-reduce), plus Eq. 6's PCIe term.
+    """Scale-up + scale-out all-reduce (Aurora data-path model, Eq. 4), plus Eq. 6's
+    PCIe term.
 
     ``scale_up = 2 * (Z/2) / (n_Xe * B_Xe)`` (the reduce-scatter and all-gather halves
     over Xe-link; zero with one rank per node), ``scale_out = 2Z / (derating * n_NIC *
     B_NIC) * (Q-1)/Q``, and with ``pcie_bandwidth`` the host staging term
     ``2 * 2 * Z / (ranks_per_node * B_PCIe)`` (both phases, there and back).
-    Example (seed 004 table): Z = 2 GB, 1 rank and 1 NIC of 23 GB/s per node gives
-    108.7, 163.0, 190.2, 203.8 ms on 2, 4, 8, 16 nodes; adding PCIe at 42 GB/s adds
-    190.5 ms.
+    Example (Aurora data-path model table): Z = 2 GB, 1 rank and 1 NIC of 23 GB/s per
+    node gives 108.7, 163.0, 190.2, 203.8 ms on 2, 4, 8, 16 nodes; adding PCIe at 42
+    GB/s adds 190.5 ms.
     """
     z = size_bytes(size)
     if nodes < 1 or nics_per_node < 1 or ranks_per_node < 1:
@@ -302,7 +306,7 @@ def scale_out_all_reduce(
         if xe_bandwidth is None or xe_links < 1:
             raise ProfileError(
                 "more than one rank per node needs the scale-up figures: "
-                "xe_bandwidth and xe_links (seed 004 Eq. 4)"
+                "xe_bandwidth and xe_links (Aurora data-path model, Eq. 4)"
             )
         scale_up = 2 * (z / 2) / (xe_links * bandwidth_gbps(xe_bandwidth) * 1e3)
     nic = derating * nics_per_node * bandwidth_gbps(nic_bandwidth) * 1e3
@@ -320,11 +324,11 @@ def scale_up_all_reduce(
     xe_bandwidth: float | str,
     mdfi_bandwidth: float | str | None = None,
 ) -> DataPathPrediction:
-    """Seed 004 Eq. 10, intra-node all-reduce over Xe-link and MDFI.
+    """Intra-node all-reduce over Xe-link and MDFI (Aurora data-path model, Eq. 10).
 
     ``2 * (Z/R) / B_Xe + 2 * (Z/R) / B_MDFI``; without ``mdfi_bandwidth`` the MDFI
-    terms are dropped, as seed 004 sec. 3.1 allows for large messages. Example: Z =
-    0.875 GB, R = 12, 15 and 196 GB/s gives 10.5 ms (seed 004 prints 10.5 ms).
+    terms are dropped, as the model allows for large messages. Example: Z = 0.875 GB,
+    R = 12, 15 and 196 GB/s gives 10.5 ms (the projection prints 10.5 ms).
     """
     z = size_bytes(size)
     if ranks_per_node < 1:
@@ -346,11 +350,12 @@ def data_path_all_reduce(
     transfers: int = 2,
     links: int = 1,
 ) -> DataPathPrediction:
-    """Seed 004 Eq. 1: the host-staged path GPU -> DDR -> fabric -> DDR -> GPU.
+    """The host-staged path GPU -> DDR -> fabric -> DDR -> GPU (Aurora data-path
+    model, Eq. 1).
 
     ``(Z/B_D2H + Z/B_H2S + Z/B_NIC + Z/B_D2H + Z/B_comp) * 2(n_t - 1)/n_l``; the NIC hop
     is reported as ``scale_out_us``, the PCIe and summation hops as ``staging_us``.
-    Seed 004 Eq. 2-3: one rank per node on two nodes has n_t = 2, n_l = 1.
+    Eq. 2-3: one rank per node on two nodes has n_t = 2, n_l = 1.
     """
     z = size_bytes(size)
     factor = 2 * (transfers - 1) / links

@@ -1,4 +1,4 @@
-"""Alpha-beta fits per series: T(n) = alpha + n/beta (seeds 000, 001, 002).
+"""Alpha-beta (Hockney) fits per series: T(n) = alpha + n/beta.
 
 Robust, relative-error weighted least squares for every series of a measurements
 table at once (vectorized over series with bincount; no per-series Python loop).
@@ -19,7 +19,7 @@ FIT_CLASSES = (
     "excellent",
     "useful",
     "assumptions violated",
-)  # seed 000 "Acceptable Error"
+)  # model error < 10 %, 10-30 %, > 30 %
 FIT_COLUMNS = (
     *SERIES_KEYS,
     "points",
@@ -53,8 +53,8 @@ def fit_series(
 ) -> Fit:
     """Fit T(n) = alpha + n/beta per series by Huber-reweighted relative least squares.
 
-    Weights 1/T^2 make the fit minimise relative error, so small messages count (seed
-    000 "Validation": error = |T_pred - T_actual| / T_actual). Huber weights on the
+    Weights 1/T^2 make the fit minimise relative error, so small messages count
+    (model error = |T_pred - T_actual| / T_actual). Huber weights on the
     relative residual (scale = 1.4826 x the series' median |residual|) tame outliers.
     0-byte rows are not fitted (nccl-tests returns before launching). A series needs 2
     distinct non-zero sizes. If the slope is not positive, beta is unbounded and alpha

@@ -1,10 +1,10 @@
 """Hardware profiles: the peak figures efficiency is judged against, with their sources.
 
-A profile gives seed 003's B (per-GPU unidirectional intra-node bandwidth) and I
-(per-node unidirectional inter-node bandwidth), the GPUs that share one intra-node
-fabric, and where they matter the NIC, PCIe, Xe-link and MDFI figures of seed 004's
-data-path models. Every figure names its source; figures we could not source are left
-``None``, never guessed.
+A profile gives the B (per-GPU unidirectional intra-node bandwidth) and I (per-node
+unidirectional inter-node bandwidth) of AIBooster's ideal, the GPUs that share one
+intra-node fabric, and where they matter the NIC, PCIe, Xe-link and MDFI figures of the
+Aurora data-path models. Every figure names its source; figures we could not source are
+left ``None``, never guessed.
 
 Profiles come from :data:`PRESETS`, from a TOML file (:func:`load_profile`), from CLI
 flags, or from the GPU name a log prints (:func:`match_device`), which is always

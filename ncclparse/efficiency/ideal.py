@@ -20,7 +20,7 @@ from ncclparse.units import bandwidth_gbps
 
 @dataclass(frozen=True, slots=True)
 class IdealBandwidth:
-    """Seed 003's ideal bus bandwidth (GB/s) and its two multi-node terms.
+    """AIBooster's ideal bus bandwidth (GB/s) and its two multi-node terms.
 
     ``inter_term_gbps`` is None on one node; ``intra_term_gbps`` is None when unbounded
     (one GPU per node). ``bound`` names the term that sets the ideal.
@@ -50,7 +50,7 @@ def ideal_busbw(
     ranks: np.ndarray | float,
     nodes: np.ndarray | float,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Vectorized seed 003 ideal: ``(ideal, intra_term, inter_term)`` in GB/s.
+    """Vectorized AIBooster ideal: ``(ideal, intra_term, inter_term)`` in GB/s.
 
     Parameters
     ----------
@@ -80,9 +80,9 @@ def ideal_bandwidth(
     gpus_per_node: int,
     nodes: int = 1,
 ) -> IdealBandwidth:
-    """Seed 003's ideal bus bandwidth for P GPUs per node on Q nodes (N = P Q).
+    """AIBooster's ideal bus bandwidth for P GPUs per node on Q nodes (N = P Q).
 
-    Bandwidths in GB/s or with units (``"450GB/s"``). Example (seed 003): B = 450,
+    Bandwidths in GB/s or with units (``"450GB/s"``). Example (AIBooster docs): B = 450,
     I = 100, P = 8, Q = 2 gives min(187.5, 482.1) = 187.5 GB/s. Raises ProfileError
     when Q > 1 and I is missing, or P, Q < 1.
     """

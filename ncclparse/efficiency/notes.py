@@ -20,13 +20,14 @@ NOTES = (
     "no hardware profile: pass --profile or --intra-bw/--inter-bw",
     "multi-node but the inter-node bandwidth I is unknown",
     "node count unknown: pass --nodes or --gpus-per-node",
-    "ranks not divisible by nodes: seed 003 assumes equal ranks per node",
+    "ranks not divisible by nodes: the AIBooster ideal assumes equal ranks per node",
     "single rank: no data moves",
     "series has fewer than 2 distinct non-zero sizes: no alpha-beta fit",
     "0-byte row: not used by the fit",
     "hardware latency unknown: gap_latency_us includes it",
-    "seed 004 gives host staging for all-reduce only: it stays in gap_bandwidth_us",
-    "busbw above the seed 003 ideal (in-network reduction, or a profile too low)",
+    "the Aurora data-path model gives host staging for all-reduce only: it stays in "
+    "gap_bandwidth_us",
+    "busbw above the AIBooster ideal (in-network reduction, or a profile too low)",
     "time does not grow with size in this series: beta unbounded, all time is latency",
 )
 (

@@ -13,6 +13,7 @@ _NVIDIA_NVLINK = (
     "NVIDIA {gpu} datasheet: NVLink {bidir} GB/s bidirectional per GPU, halved"
 )
 _CX7 = "{n} x ConnectX-7 400 Gb/s (50 GB/s) per node, {system} datasheet"
+_AURORA = "Aurora oneCCL data-path projection"
 
 PRESETS: dict[str, HardwareProfile] = {
     p.name: p
@@ -48,14 +49,14 @@ PRESETS: dict[str, HardwareProfile] = {
                 (
                     "intra_gbps",
                     _NVIDIA_NVLINK.format(gpu="H100 SXM5", bidir=900)
-                    + "; seed 003 uses B = 450 GB/s",
+                    + "; the AIBooster ideal's example uses B = 450 GB/s",
                 ),
                 (
                     "inter_gbps",
                     _CX7.format(n=8, system="DGX H100")
-                    + "; seed 000: 8 x 400 Gbps NICs = 400 GB/s per node",
+                    + "; 8 x 400 Gbps NICs = 400 GB/s per node",
                 ),
-                ("nic_gbps", "400 Gb/s NDR InfiniBand = 50 GB/s (seed 000, seed 002)"),
+                ("nic_gbps", "400 Gb/s NDR InfiniBand = 50 GB/s"),
             ),
         ),
         HardwareProfile(
@@ -149,31 +150,32 @@ PRESETS: dict[str, HardwareProfile] = {
             host_staging=True,
             device_pattern=r"Max 1550",
             sources=(
-                ("gpus_per_node", "seed 004: up to 12 ranks (tiles) per node"),
+                ("gpus_per_node", f"{_AURORA}: up to 12 ranks (tiles) per node"),
                 (
                     "intra_gbps",
-                    "seed 004 sec. 2/5: Xe-link 53 GB/s unidirectional [Int23]",
+                    f"{_AURORA}: Xe-link 53 GB/s unidirectional, from the Intel Data "
+                    "Center GPU Max Series product brief (2023)",
                 ),
-                ("inter_gbps", "seed 004 sec. 2: 8 NICs x 25 GB/s theoretical"),
-                ("nic_gbps", "seed 004 sec. 3: 23 GB/s, the figure its tables use"),
-                ("nic_derating", "seed 004 sec. 3.1: 80 % of NIC capacity achievable"),
+                ("inter_gbps", f"{_AURORA}: 8 NICs x 25 GB/s theoretical"),
+                ("nic_gbps", f"{_AURORA}: 23 GB/s, the figure its tables use"),
+                ("nic_derating", f"{_AURORA}: 80 % of NIC capacity achievable"),
                 (
                     "pcie_gbps",
-                    "seed 004 sec. 3: 42 GB/s used in its tables (55 best, 64 max)",
+                    f"{_AURORA}: 42 GB/s used in its tables (55 best, 64 max)",
                 ),
-                ("xe_link_gbps", "seed 004 sec. 2: 15 GB/s, ALCF acceptance data"),
+                ("xe_link_gbps", f"{_AURORA}: 15 GB/s, ALCF acceptance data"),
                 (
                     "xe_links",
-                    "Aurora node: 6 GPUs; seed 004 tables imply one Xe-link "
+                    f"Aurora node: 6 GPUs; the {_AURORA} tables imply one Xe-link "
                     "per GPU engaged (R/2 for R ranks)",
                 ),
                 (
                     "mdfi_gbps",
-                    "seed 004 sec. 2: 196 GB/s, ALCF acceptance data (~220 spec)",
+                    f"{_AURORA}: 196 GB/s, ALCF acceptance data (~220 spec)",
                 ),
                 (
                     "host_staging",
-                    "seed 004 Eq. 6: data copied to host and back over PCIe",
+                    f"{_AURORA}, Eq. 6: data copied to host and back over PCIe",
                 ),
             ),
         ),

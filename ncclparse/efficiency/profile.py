@@ -20,8 +20,9 @@ class HardwareProfile:
     ``gpus_per_node`` counts the ranks that share the intra-node fabric B (for GB200
     NVL72 the whole 72-GPU NVLink domain, made of ``hosts_per_node`` = 18 hosts).
     ``alpha_us`` is the per-message hardware latency, ``None`` when unknown.
-    ``host_staging`` says the inter-node path copies through host memory over PCIe (seed
-    004, Eq. 6). ``sources`` maps each figure's field name to where it comes from.
+    ``host_staging`` says the inter-node path copies through host memory over PCIe
+    (Aurora data-path model, Eq. 6). ``sources`` maps each figure's field name to where
+    it comes from.
     """
 
     name: str
@@ -51,7 +52,8 @@ class HardwareProfile:
                 raise ProfileError(f"profile {self.name!r}: {name} must be positive")
         if self.host_staging and self.pcie_gbps is None:
             raise ProfileError(
-                f"profile {self.name!r}: host_staging needs pcie_gbps (seed 004, Eq. 6)"
+                f"profile {self.name!r}: host_staging needs pcie_gbps "
+                "(Aurora data-path model, Eq. 6)"
             )
 
     def source(self, figure: str) -> str | None:

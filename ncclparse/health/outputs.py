@@ -16,7 +16,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
-from ncclparse.formatting import format_bytes, format_time_us
+from ncclparse.formatting import format_bytes, format_time_us, markdown_escape
 from ncclparse.health.check import CheckResult
 from ncclparse.health.compare import Comparison
 from ncclparse.storage import atomic_output
@@ -297,7 +297,7 @@ def _value(value: float) -> str:
 
 
 def _cell(text: Any) -> str:
-    return str(text).replace("|", "\\|").replace("\n", " ")
+    return markdown_escape(text)
 
 
 def comparison_format(path: Path | None, explicit: str | None = None) -> str:
@@ -344,7 +344,10 @@ def render_comparison(comparison: Comparison, fmt: str) -> str:
             f"{r.change:+.1%}",
             r.verdict,
         )
-        lines.append(f"| {' | '.join(cells)} |" if md else "  ".join(cells))
+        if md:
+            lines.append(f"| {' | '.join(_cell(c) for c in cells)} |")
+        else:
+            lines.append("  ".join(cells))
     for title, items in (
         ("only in baseline", comparison.only_baseline),
         ("only in candidate", comparison.only_candidate),

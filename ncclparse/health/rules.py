@@ -51,7 +51,7 @@ class RulesError(NcclParseError):
 class Rule:
     """One threshold applied to every series it selects, size by size.
 
-    ``metric`` is ``efficiency`` (busbw / seed 003 ideal, a floor), ``busbw_gbps``
+    ``metric`` is ``efficiency`` (busbw / AIBooster ideal, a floor), ``busbw_gbps``
     (recomputed bus bandwidth, a floor) or ``time_us`` (a ceiling). A row fails when
     it is worse than :attr:`limit`, the threshold widened by ``tolerance`` (a
     fraction: 0.05 lets a 40 % floor pass down to 38 %). ``None`` selectors match

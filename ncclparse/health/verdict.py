@@ -159,7 +159,7 @@ def _data(run: Mapping[str, Any], rows: pd.DataFrame) -> list[Finding]:
     oob = run.get("oob_values")
     if (oob or 0) > 0 or run.get("oob_ok") is False:
         found.append(Finding("bad", f"Out of bounds values: {oob} FAILED", "data"))
-    mismatch = ordered[ordered["busbw_mismatch"].fillna(False).astype(bool)]
+    mismatch = ordered[ordered["busbw_mismatch"].eq(True)]  # null: not judged
     if not mismatch.empty:
         found.append(
             Finding(

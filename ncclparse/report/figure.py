@@ -16,16 +16,19 @@ import io
 import math
 import re
 from collections.abc import Callable
-from typing import NotRequired, ParamSpec, TypedDict
+from typing import TYPE_CHECKING, NotRequired, ParamSpec, TypedDict
 
 import matplotlib as mpl
 import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
-from matplotlib.typing import RcKeyType
 
 from ncclparse.formatting import format_bytes
+
+if TYPE_CHECKING:
+    # Only matplotlib >= 3.11 has it; the run time needs no name for a dict key type.
+    from matplotlib.typing import RcKeyType
 
 # Okabe-Ito: distinguishable with colour-vision deficiency.
 COLORS = ("#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000")

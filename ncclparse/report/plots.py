@@ -86,7 +86,7 @@ def bandwidth_plot(
             color="black",
             linestyle=(0, (6, 3)),
             linewidth=1.1,
-            label="ideal (seed 003)",
+            label="ideal (AIBooster)",
         )
     for placement, fit in _fit_curves(data, fits):
         sizes, model_time = fit

@@ -12,7 +12,6 @@ string) and the formatting filters templates use. Templates do no arithmetic.
 from __future__ import annotations
 
 import functools
-import re
 from pathlib import Path
 from typing import Literal
 
@@ -34,8 +33,6 @@ __all__ = [
 Format = Literal["html", "md"]
 
 _TEMPLATES = {"html": "report.html", "md": "summary.md"}
-# Characters with a meaning in CommonMark or in a GitHub table cell.
-_MD_SPECIAL = re.compile(r"([\\`*_\[\]<>|&~])")
 
 
 def markdown_text(value: object) -> Markup:
@@ -44,8 +41,7 @@ def markdown_text(value: object) -> Markup:
     Returned as Markup so the HTML autoescape leaves it alone: the backslashes already
     make ``<script>`` literal text in any CommonMark renderer.
     """
-    text = " ".join(str(value).split())
-    return Markup(_MD_SPECIAL.sub(r"\\\1", text))
+    return Markup(formatting.markdown_escape(value))
 
 
 @functools.cache

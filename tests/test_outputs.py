@@ -1,0 +1,123 @@
+"""Renderings of a check result (text, JSON, JUnit, Prometheus, Markdown) and of a
+comparison, on a built result: every format names the same cases."""
+
+from __future__ import annotations
+
+import json
+import xml.etree.ElementTree as ET
+
+from ncclparse.efficiency import analyze
+from ncclparse.health.cases import Case, Finding
+from ncclparse.health.check import CheckResult
+from ncclparse.health.compare import CompareRow, Comparison
+from ncclparse.health.outputs import (
+    comparison_format,
+    render_comparison,
+    to_json,
+    to_junit,
+    to_markdown,
+    to_prometheus,
+    to_text,
+)
+from ncclparse.schema import measurements_table
+
+# Hostile on purpose: markup, a pipe, a quote, a newline, a control character.
+NAME = 'all_reduce | <b>"x"</b>\nnext\x07'
+RESULT = CheckResult(
+    cases=(
+        Case("integrity", "a.log run 0", "pass", "data complete and valid", "a.log", 0),
+        Case(
+            "latency",
+            NAME,
+            "fail",
+            "time_us above 1 ms at 1 of 3 sizes",
+            "a.log",
+            0,
+            ("node1",),
+            "all_reduce",
+            3,
+            (Finding(1024, "time_us", 2500.0, 1000.0),),
+        ),
+        Case("slow-host", "hosts", "skip", "too few runs"),
+    ),
+    hosts=(),
+    analysis=analyze(measurements_table({})),
+)
+
+
+def test_text_lists_failures_then_the_summary() -> None:
+    assert to_text(RESULT) == (
+        "FAIL latency: time_us above 1 ms at 1 of 3 sizes\n"
+        "FAIL: 1 failed, 1 passed, 1 skipped\n"
+    )
+    assert to_text(RESULT, verbose=True).count("\n") == 4
+
+
+def test_json_document() -> None:
+    document = json.loads(to_json(RESULT))
+    assert document["format"] == "ncclparse-check"
+    assert document["status"] == "fail"
+    assert document["summary"] == {"cases": 3, "pass": 1, "fail": 1, "skip": 1}
+    failed = document["cases"][1]
+    assert failed["name"] == NAME
+    assert failed["findings"] == [
+        {
+            "size_bytes": 1024,
+            "metric": "time_us",
+            "value": 2500.0,
+            "limit": 1000.0,
+            "baseline": None,
+        }
+    ]
+
+
+def test_junit_is_valid_xml_with_one_suite_per_rule() -> None:
+    root = ET.fromstring(to_junit(RESULT))
+    assert root.get("tests") == "3"
+    assert root.get("failures") == "1"
+    suites = {s.get("name"): s for s in root.iter("testsuite")}
+    assert set(suites) == {
+        "ncclparse.check.integrity",
+        "ncclparse.check.latency",
+        "ncclparse.check.slow-host",
+    }
+    [case] = suites["ncclparse.check.latency"].iter("testcase")
+    assert case.get("name") == NAME.replace("\x07", "\ufffd")
+    assert case.find("failure") is not None
+
+
+def test_prometheus_textfile() -> None:
+    lines = to_prometheus(RESULT, timestamp=1_700_000_000.0).splitlines()
+    assert "ncclparse_check_passed 0" in lines
+    assert 'ncclparse_check_cases{status="fail"} 1' in lines
+    failed = [ln for ln in lines if ln.startswith("ncclparse_check_case_failed{")]
+    assert failed[1] == (
+        'ncclparse_check_case_failed{rule="latency",'
+        'name="all_reduce | <b>\\"x\\"</b>\\nnext\x07"} 1'
+    )
+    assert lines[-1] == "ncclparse_check_timestamp_seconds 1700000000.0"
+
+
+def test_markdown_table_escapes_cells() -> None:
+    text = to_markdown(RESULT)
+    assert text.startswith("## ncclparse check: FAIL\n")
+    [row] = [ln for ln in text.splitlines() if ln.startswith("| latency")]
+    # One line, the pipe and the markup backslashed: literal text in any renderer.
+    assert row == (
+        '| latency | all\\_reduce \\| \\<b\\>"x"\\</b\\> next\x07 | '
+        "time\\_us above 1 ms at 1 of 3 sizes |"
+    )
+
+
+def test_comparison_renderings() -> None:
+    row = CompareRow("all_reduce float32 sum", 2**30, 100.0, 125.0, -0.2, "regression")
+    found = Comparison((row,), ("x 8 B",), (), 0.05, "regression", -0.2)
+    text = render_comparison(found, "text").splitlines()
+    assert text[0] == (
+        "verdict: regression (threshold 5%, geometric mean change -20.0%)"
+    )
+    assert (
+        text[1] == "all_reduce float32 sum  1 GiB  100 µs  125 µs  -20.0%  regression"
+    )
+    assert json.loads(render_comparison(found, "json"))["verdict"] == "regression"
+    assert comparison_format(None, None) == "text"
