@@ -15,7 +15,15 @@ import math
 from dataclasses import dataclass
 from enum import IntEnum
 
-__all__ = ["COLLECTIVES", "TABLE", "BusbwKind", "Collective", "Steps", "latency_steps"]
+__all__ = [
+    "COLLECTIVES",
+    "TABLE",
+    "Bound",
+    "BusbwKind",
+    "Collective",
+    "Steps",
+    "latency_steps",
+]
 
 
 class BusbwKind(IntEnum):
@@ -36,38 +44,86 @@ class Steps(IntEnum):
     LINEAR = 4  # n - 1: ring all_gather / reduce_scatter, pairwise alltoall
 
 
+class Bound(IntEnum):
+    """Which ideal-bandwidth bound applies (``docs/efficiency.md`` section 2)."""
+
+    NONE = 0  # no bound derived (v-variants, hypercube)
+    RING = 1  # AIBooster: every rank's data crosses every node boundary once
+    ALLTOALL = 2  # each node sends P(N-P)S/N bytes through its NICs
+    ONE_TO_ALL = 3  # broadcast, reduce: the whole buffer enters every node
+    PAIR = 4  # sendrecv: one GPU per node boundary, on its own NIC
+    ROOTED = 5  # gather, scatter: everything enters (leaves) the root
+
+
 @dataclass(frozen=True, slots=True)
 class Collective:
     """One collective: its schema name, busbw factor kind, latency steps (None where
-    no model applies) and what ``size_bytes`` counts."""
+    no model applies), its ideal-bandwidth bound and what ``size_bytes`` counts."""
 
     name: str
     busbw: BusbwKind
     steps: Steps | None
+    bound: Bound
     size: str
 
 
 TABLE: dict[str, Collective] = {
     c.name: c
     for c in (
-        Collective("all_reduce", BusbwKind.REDUCE_ALL, Steps.TWO_LOG, "the buffer"),
         Collective(
-            "all_gather", BusbwKind.GATHER_ALL, Steps.LINEAR, "the gathered buffer"
-        ),
-        Collective("all_gather_v", BusbwKind.GATHER_ALL, None, "the gathered buffer"),
-        Collective(
-            "reduce_scatter", BusbwKind.GATHER_ALL, Steps.LINEAR, "the send buffer"
+            "all_reduce", BusbwKind.REDUCE_ALL, Steps.TWO_LOG, Bound.RING, "the buffer"
         ),
         Collective(
-            "alltoall", BusbwKind.GATHER_ALL, Steps.LINEAR, "one rank's send buffer"
+            "all_gather",
+            BusbwKind.GATHER_ALL,
+            Steps.LINEAR,
+            Bound.RING,
+            "the gathered buffer",
         ),
-        Collective("alltoallv", BusbwKind.GATHER_ALL, None, "one rank's send buffer"),
-        Collective("broadcast", BusbwKind.ONE, Steps.LOG, "the buffer"),
-        Collective("reduce", BusbwKind.ONE, Steps.LOG, "the buffer"),
-        Collective("sendrecv", BusbwKind.ONE, Steps.ONE, "the message"),
-        Collective("gather", BusbwKind.GATHER_ALL, Steps.LOG, "the root's buffer"),
-        Collective("scatter", BusbwKind.GATHER_ALL, Steps.LOG, "the root's buffer"),
-        Collective("hypercube", BusbwKind.HYPERCUBE, None, "the buffer"),
+        Collective(
+            "all_gather_v",
+            BusbwKind.GATHER_ALL,
+            None,
+            Bound.NONE,
+            "the gathered buffer",
+        ),
+        Collective(
+            "reduce_scatter",
+            BusbwKind.GATHER_ALL,
+            Steps.LINEAR,
+            Bound.RING,
+            "the send buffer",
+        ),
+        Collective(
+            "alltoall",
+            BusbwKind.GATHER_ALL,
+            Steps.LINEAR,
+            Bound.ALLTOALL,
+            "one rank's send buffer",
+        ),
+        Collective(
+            "alltoallv",
+            BusbwKind.GATHER_ALL,
+            None,
+            Bound.NONE,
+            "one rank's send buffer",
+        ),
+        Collective(
+            "broadcast", BusbwKind.ONE, Steps.LOG, Bound.ONE_TO_ALL, "the buffer"
+        ),
+        Collective("reduce", BusbwKind.ONE, Steps.LOG, Bound.ONE_TO_ALL, "the buffer"),
+        Collective("sendrecv", BusbwKind.ONE, Steps.ONE, Bound.PAIR, "the message"),
+        Collective(
+            "gather", BusbwKind.GATHER_ALL, Steps.LOG, Bound.ROOTED, "the root's buffer"
+        ),
+        Collective(
+            "scatter",
+            BusbwKind.GATHER_ALL,
+            Steps.LOG,
+            Bound.ROOTED,
+            "the root's buffer",
+        ),
+        Collective("hypercube", BusbwKind.HYPERCUBE, None, Bound.NONE, "the buffer"),
     )
 }
 COLLECTIVES: tuple[str, ...] = tuple(TABLE)

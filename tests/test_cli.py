@@ -13,6 +13,7 @@ from click.testing import CliRunner
 
 from ncclparse import schema
 from ncclparse.cli.app import cli
+from ncclparse.efficiency.hardware import PRESETS
 from tests.conftest import FIXTURES
 
 COMPLETE = (
@@ -159,6 +160,65 @@ def test_ideal_reproduces_the_aiboosters_example(runner: CliRunner) -> None:
     assert values["bound"] == "inter"
 
 
+def test_ideal_prints_its_arithmetic(runner: CliRunner) -> None:
+    # N = 8 x 2 = 16: inter 100 x 15 x 2 / (16 x 1) = 187.5, intra 450 x 15 / 14 = 482.1.
+    args = "--intra-bw 450GB/s --inter-bw 100GB/s --gpus-per-node 8 --nodes 2"
+    result = runner.invoke(cli, ["ideal", *args.split()])
+    assert result.exit_code == 0
+    assert result.stdout == (
+        "ideal bus bandwidth: 187.5 GB/s (16 ranks on 2 nodes, bound by the "
+        "inter-node term)\n"
+        "  inter-node term  I(N-1)Q/(N(Q-1)) = 100 x 15 x 2 / (16 x 1) = 187.5 GB/s\n"
+        "  intra-node term  B(N-1)/(N-Q)     = 450 x 15 / 14           = 482.1 GB/s\n"
+        "  with B = 450 GB/s per GPU, I = 100 GB/s per node, P = 8 GPUs per node, "
+        "Q = 2 nodes, N = PQ = 16\n"
+    )
+
+
+def test_ideal_on_one_node_is_b(runner: CliRunner) -> None:
+    result = runner.invoke(
+        cli, ["ideal", "--intra-bw", "3600Gbps", "--gpus-per-node", "8"]
+    )
+    assert result.exit_code == 0
+    assert result.stdout == (
+        "ideal bus bandwidth: 450.0 GB/s (8 ranks on 1 node: B, the per-GPU "
+        "intra-node bandwidth)\n"
+    )
+
+
+def test_model_prints_the_terms_in_human_units(runner: CliRunner) -> None:
+    # Ring all-reduce on P = 256: 2(P-1) = 510 steps x 2 us = 1.02 ms; 510/256 x 10 GB
+    # / 50 GB/s = 1.9921875 x 200 ms = 398.4 ms; 399.5 ms in all.
+    args = "all_reduce --size 10GB --ranks 256 --alpha 2us --bandwidth 50GB/s"
+    result = runner.invoke(cli, ["model", *args.split()])
+    assert result.exit_code == 0
+    assert result.stdout == (
+        "all_reduce of 10 GB on 256 ranks, ring: reduce-scatter then all-gather "
+        "around a ring, 2(P-1) steps of n/P\n"
+        "predicted time: 399 ms = 1.02 ms latency + 398 ms bandwidth "
+        "(bandwidth-bound)\n"
+        "  latency term    2(P-1) x alpha    = 510 x 2 µs                = 1.02 ms\n"
+        "  bandwidth term  2(P-1)/P x n/beta = 510/256 x 10 GB / 50 GB/s = 398 ms\n"
+    )
+
+
+def test_model_says_the_tree_is_not_nccls(runner: CliRunner) -> None:
+    # Binomial tree on P = 8: 2 ceil(log2 8) = 6 steps of the whole buffer:
+    # 6 x 1 us = 6 us; 6 x 1 GB / 100 GB/s = 60 ms.
+    args = "all_reduce --size 1GB --ranks 8 --alpha 1us --bandwidth 100GB/s"
+    result = runner.invoke(cli, ["model", *args.split(), "--algorithm", "tree"])
+    assert result.exit_code == 0
+    assert result.stdout == (
+        "all_reduce of 1 GB on 8 ranks, tree: a non-pipelined binomial tree (reduce "
+        "then broadcast), 2 ceil(log2 P) steps, each moving the whole buffer\n"
+        "predicted time: 60 ms = 6 µs latency + 60 ms bandwidth (bandwidth-bound)\n"
+        "  latency term    2 ceil(log2 P) x alpha  = 6 x 1 µs            = 6 µs\n"
+        "  bandwidth term  2 ceil(log2 P) x n/beta = 6 x 1 GB / 100 GB/s = 60 ms\n"
+        "  note: NCCL's own tree is pipelined (the buffer flows through the tree in "
+        "chunks), so real NCCL tree times are lower than this model's\n"
+    )
+
+
 def test_model_reproduces_10gb_ring_all_reduce_on_256_ranks(runner: CliRunner) -> None:
     # Worked example: 10 GB over 256 ranks, alpha 2 us, 50 GB/s: 1.02 ms + 398 ms = 399 ms.
     result = runner.invoke(
@@ -219,6 +279,40 @@ def test_profiles_lists_presets_with_sources(runner: CliRunner) -> None:
     presets = json.loads(result.stdout)
     assert {"a100", "h100", "h200", "b200", "gb200-nvl72", "mi300x", "aurora"} <= set(
         presets
+    )
+
+
+def test_profiles_prints_a_block_per_preset(runner: CliRunner) -> None:
+    result = runner.invoke(cli, ["profiles"])
+    assert result.exit_code == 0
+    assert "None" not in result.stdout
+    blocks = {b.split(":")[0]: b for b in result.stdout.rstrip("\n").split("\n\n")}
+    assert list(blocks) == list(PRESETS)
+    # H800: B = 400 GB/s bidirectional / 2; no source for its NICs, so unknown.
+    assert blocks["h800"] == (
+        "h800: HGX H800 8-GPU (export H100), NVSwitch; NICs unknown\n"
+        "  B         200 GB/s per GPU, intra-node\n"
+        "            source: NVLink 400 GB/s bidirectional per GPU, halved: '400GB/s is the\n"
+        "                bidirectional theoretical figure' (DeepSeek,\n"
+        "                https://github.com/deepseek-ai/DeepSeek-V3/issues/28)\n"
+        "  I         unknown (no public source found; pass --inter-bw)\n"
+        "  P         8 GPUs per node\n"
+        "            source: 8 x 'NVIDIA H800' NVSwitch nodes in nccl-tests logs, e.g.\n"
+        "                https://github.com/NVIDIA/nccl/issues/1531\n"
+        "  NICs      unknown (no public source found)\n"
+        "  topology  switch (every GPU reaches B whatever the number of peers)\n"
+        "  matches   GPU names matching /\\bH800\\b(?!.*(PCIE|NVL))/"
+    )
+    # AWS p5: 32 EFA x 12.5 GB/s (100 Gb/s) = 400 GB/s; chosen by name only.
+    p5 = blocks["aws-p5"]
+    assert "  I         400 GB/s per node, inter-node\n" in p5
+    assert "  NICs      32 x 12.5 GB/s (100 Gb/s each)\n" in p5
+    assert "            source (count): 32 EFA devices;" in p5
+    assert p5.endswith("  matches   no GPU name; choose it with --profile aws-p5")
+    # MI300X: 7 peers x 64 GB/s = 448 GB/s over a mesh.
+    assert (
+        "  topology  mesh, 64 GB/s per peer link (P GPUs reach (P-1) x 64 GB/s)\n"
+        in (blocks["mi300x"])
     )
 
 

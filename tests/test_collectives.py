@@ -67,22 +67,22 @@ def test_engine_uses_the_same_steps(collective: str, steps: int) -> None:
     """The hardware-latency gap is steps x alpha: 2 us per step on 8 ranks."""
     rows = measurements_table(
         {
-            "source": ["x", "x"],
-            "run": [0, 0],
-            "line": [1, 2],
-            "tool": ["nccl-tests"] * 2,
-            "collective": [collective] * 2,
-            "placement": ["out-of-place"] * 2,
-            "size_bytes": [1024, 1 << 30],
-            "reported_bytes": [1024, 1 << 30],
-            "dtype": ["float32"] * 2,
-            "time_us": [20.0, 30_000.0],
-            "nranks": [8, 8],
-            "nnodes": [1, 1],
-            "cputime": [False, False],
-            "grouped": [False, False],
+            "source": ["x"] * 3,
+            "run": [0] * 3,
+            "line": [1, 2, 3],
+            "tool": ["nccl-tests"] * 3,
+            "collective": [collective] * 3,
+            "placement": ["out-of-place"] * 3,
+            "size_bytes": [1024, 1 << 20, 1 << 30],
+            "reported_bytes": [1024, 1 << 20, 1 << 30],
+            "dtype": ["float32"] * 3,
+            "time_us": [20.0, 60.0, 30_000.0],
+            "nranks": [8] * 3,
+            "nnodes": [1] * 3,
+            "cputime": [False] * 3,
+            "grouped": [False] * 3,
         }
     )
     hardware = HardwareOptions(profile="h100", hw_latency="2us")
     got = analyze(rows, hardware).rows.column("gap_hw_latency_us").to_pylist()
-    assert got == [pytest.approx(2.0 * steps)] * 2
+    assert got == [pytest.approx(2.0 * steps)] * 3

@@ -44,19 +44,133 @@ def test_aurora_has_data_path_projection_figures() -> None:
     )
 
 
+# Figures a preset may state; each one it states needs a source.
+_FIGURES = (
+    "gpus_per_node",
+    "intra_gbps",
+    "inter_gbps",
+    "alpha_us",
+    "link_gbps",
+    "nics_per_node",
+    "nic_gbps",
+    "nic_derating",
+    "pcie_gbps",
+    "xe_link_gbps",
+    "xe_links",
+    "mdfi_gbps",
+)
+
+
+def _stated(profile: HardwareProfile) -> list[str]:
+    stated = [f for f in _FIGURES if getattr(profile, f) is not None]
+    if profile.hosts_per_node != 1:
+        stated.append("hosts_per_node")
+    if profile.intra_topology != "switch":
+        stated.append("intra_topology")
+    if profile.host_staging:
+        stated.append("host_staging")
+    return stated
+
+
+@pytest.mark.parametrize("name", list(PRESETS))
+def test_every_stated_figure_has_a_source(name: str) -> None:
+    profile = PRESETS[name]
+    for figure in _stated(profile):
+        assert profile.source(figure), f"{name}.{figure} has no source"
+    assert set(dict(profile.sources)) <= set(_stated(profile)), (
+        f"{name} cites a figure it does not state"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "gpus", "intra", "inter", "nics", "nic"),
+    [
+        # NVLink 400 GB/s bidirectional (DeepSeek); NICs unsourced, so unknown.
+        ("h800", 8, 200.0, None, None, None),
+        # 4 GPU NICs x 200 Gb/s = 800 Gb/s = 100 GB/s per node.
+        ("gcp-a3-high", 8, 450.0, 100.0, 4, 25.0),
+        # 8 x 200 Gb/s = 1,600 Gb/s = 200 GB/s.
+        ("gcp-a3-mega", 8, 450.0, 200.0, 8, 25.0),
+        # 8 x ConnectX-7 400 Gb/s = 3,200 Gb/s = 400 GB/s; H200 NVLink 900 / 2.
+        ("gcp-a3-ultra", 8, 450.0, 400.0, 8, 50.0),
+        ("azure-nd-h100-v5", 8, 450.0, 400.0, 8, 50.0),
+        # 8 x HDR 200 Gb/s; A100 NVLink 600 / 2.
+        ("azure-nd-a100-v4", 8, 300.0, 200.0, 8, 25.0),
+        # 7 Infinity Fabric links x 64 GB/s = 448; 8 x NDR 400 Gb/s.
+        ("azure-nd-mi300x-v5", 8, 448.0, 400.0, 8, 50.0),
+        # 32 EFA x 100 Gb/s = 3,200 Gb/s = 400 GB/s.
+        ("aws-p5", 8, 450.0, 400.0, 32, 12.5),
+        # 4 EFA x 100 Gb/s = 400 Gb/s = 50 GB/s.
+        ("aws-p4d", 8, 300.0, 50.0, 4, 12.5),
+        # 8 GCDs; B the lowest per-GCD figure (50 GB/s); 4 x Slingshot 200 Gb/s.
+        ("mi250x", 8, 50.0, 100.0, 4, 25.0),
+    ],
+)
+def test_new_preset_figures(
+    name: str,
+    gpus: int,
+    intra: float,
+    inter: float | None,
+    nics: int | None,
+    nic: float | None,
+) -> None:
+    profile = PRESETS[name]
+    assert (profile.gpus_per_node, profile.intra_gbps, profile.inter_gbps) == (
+        gpus,
+        intra,
+        inter,
+    )
+    assert (profile.nics_per_node, profile.nic_gbps) == (nics, nic)
+    if nics is not None and nic is not None:
+        assert inter == nics * nic  # the NICs make up I
+    for figure in _stated(profile):
+        assert profile.source(figure), f"{name}.{figure} has no source"
+
+
+def test_mesh_presets_and_the_uneven_mi250x() -> None:
+    for name in ("mi300x", "azure-nd-mi300x-v5"):
+        profile = PRESETS[name]
+        assert (profile.intra_topology, profile.link_gbps) == ("mesh", 64.0)
+        assert profile.intra_gbps == 7 * 64.0  # one link to each of the 7 peers
+    mi250x = PRESETS["mi250x"]
+    assert mi250x.intra_topology == "switch"  # uneven links: no faithful mesh
+    assert "lowest" in mi250x.description
+    assert "uneven" in mi250x.description
+
+
+def test_cloud_skus_are_chosen_by_name_only() -> None:
+    clouds = [n for n in PRESETS if n.split("-")[0] in ("gcp", "azure", "aws")]
+    assert len(clouds) == 8
+    assert all(PRESETS[n].device_pattern is None for n in clouds)
+    profile, notes = resolve_profile("aws-p5")
+    assert profile is PRESETS["aws-p5"]
+    assert notes == []
+
+
 @pytest.mark.parametrize(
     ("device", "preset"),
     [
-        ("NVIDIA H100 80GB HBM3", "h100"),
+        # Device strings from real nccl-tests / rccl-tests Rank lines.
+        ("NVIDIA A100-SXM4-40GB", "a100"),
         ("NVIDIA A100-SXM4-80GB", "a100"),
+        ("NVIDIA H100 80GB HBM3", "h100"),
+        ("NVIDIA H800", "h800"),
         ("NVIDIA H200", "h200"),
         ("NVIDIA B200", "b200"),
-        ("NVIDIA GB200", "gb200-nvl72"),
         ("AMD Instinct MI300X", "mi300x"),
-        ("Intel(R) Data Center GPU Max 1550", "aurora"),
+        ("AMD Instinct MI300X VF", "mi300x"),  # SR-IOV VM, e.g. Azure
         ("NVIDIA A100-PCIE-40GB", None),  # no NVSwitch: no preset fits
         ("NVIDIA H100 PCIe", None),
         ("NVIDIA H100 NVL", None),
+        ("NVIDIA H200 NVL", None),
+        ("Tesla V100-SXM2-32GB", None),
+        ("", None),  # rccl-tests may print no name
+        # Names not seen in a Rank line: ROCm/marketing names and made-up cases.
+        ("AMD Instinct MI250X", "mi250x"),
+        ("AMD Instinct MI325X", None),
+        ("NVIDIA GB200", "gb200-nvl72"),
+        ("NVIDIA GH200 480GB", None),
+        ("Intel(R) Data Center GPU Max 1550", "aurora"),
         ("NVIDIA GeForce RTX 4090", None),
         (None, None),
     ],
@@ -79,7 +193,11 @@ def test_resolve_overrides_and_custom() -> None:
     assert profile is not None
     assert profile.inter_gbps == 200.0
     assert profile.source("inter_gbps") == "command line"
-    assert notes == ["profile 'h100' overridden on the command line: inter_gbps=200"]
+    # 1600 Gb/s over the preset's 8 NICs: each NIC is taken as 25 GB/s.
+    assert profile.nic_gbps == 25.0
+    assert notes == [
+        "profile 'h100' overridden on the command line: inter_gbps=200, nic_gbps=25"
+    ]
     custom, notes = resolve_profile(
         intra_bw="450GB/s", inter_bw="100GB/s", gpus_per_node=8
     )

@@ -49,7 +49,7 @@ min_deficit = 0.2
 
 def test_defaults_judge_latency_and_leave_efficiency_to_the_verdict() -> None:
     (latency,) = DEFAULT_RULES.rules
-    assert DEFAULT_RULES.verdict == VerdictPolicy(good=0.75, poor=0.5)
+    assert DEFAULT_RULES.verdict == VerdictPolicy(good=0.70, poor=0.5)
     assert latency.describe() == (
         "any collective, latency-bound, sizes 0..1048576 B: time_us <= 1000"
     )

@@ -104,10 +104,7 @@ def analyze(
     from ncclparse.storage import write_table, write_to
 
     result, failures = parse_inputs(inputs, quiet)
-    analysis = run_analysis(
-        result.measurements,
-        hardware,
-    )
+    analysis = run_analysis(result.measurements, hardware, result.runs)
     for assumption in analysis.assumptions:
         click.echo(f"Assumed: {assumption}", err=True)
     if output is None:

@@ -15,21 +15,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import cast
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from ncclparse import columns as arr
-from ncclparse.collectives import COLLECTIVES, TABLE, BusbwKind, Steps
+from ncclparse.collectives import COLLECTIVES, TABLE, Bound, BusbwKind, Steps
 from ncclparse.efficiency import notes as why
 from ncclparse.efficiency.bandwidth import Columns, bandwidths
-from ncclparse.efficiency.fits import FIT_CLASSES, fit_series
+from ncclparse.efficiency.fits import FIT_CLASSES, Fit, fit_series
 from ncclparse.efficiency.hardware import (
     HardwareOptions,
     HardwareProfile,
 )
-from ncclparse.efficiency.ideal import ideal_busbw
+from ncclparse.efficiency.ideal import ideal_by_collective
 from ncclparse.errors import ProfileError
 
 __all__ = ["ROW_COLUMNS", "Analysis", "analyze"]
@@ -42,11 +43,13 @@ ROW_COLUMNS = (
     "algbw_prescaled",
     "ideal_busbw_gbps",
     "ideal_bound",
+    "ideal_basis",
     "efficiency",
     "ideal_time_us",
     "model_time_us",
     "model_error_pct",
     "regime",
+    "plateau",
     "fit_class",
     "gap_us",
     "gap_hw_latency_us",
@@ -57,8 +60,13 @@ ROW_COLUMNS = (
     "efficiency_note",
 )
 
-# Steps per 1-based collective code (0: unknown or no model).
+# Steps and bounds per 1-based collective code (0: unknown or no model).
 _STEPS = np.array([0, *(TABLE[c].steps or 0 for c in COLLECTIVES)])
+_BOUNDS = np.array([0, *(TABLE[c].bound for c in COLLECTIVES)])
+# Where a row's ideal comes from: figures the user gave (a profile, --intra-bw ...),
+# a preset matched by GPU name on one node (B is the GPU's own), or on several nodes
+# (NIC count and speed assumed: not judged).
+BASES = ("given", "device", "assumed")
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,13 +83,16 @@ class Analysis:
 def analyze(
     measurements: pa.Table,
     hardware: HardwareOptions | HardwareProfile | str | Path | None = None,
+    runs: pa.Table | None = None,
 ) -> Analysis:
     """Compute every efficiency column for a ``measurements`` table, plus series fits.
 
     ``hardware`` is :class:`HardwareOptions`, or just a profile, preset name or TOML
     path; without a profile, each row's ``device`` picks a matching preset (reported
-    in ``assumptions``). Raises ProfileError for a bad profile or when
-    ``nodes``/``gpus_per_node`` do not divide a row's rank count.
+    in ``assumptions``). ``runs`` (the ``runs`` table of the same parse) adds what
+    the logs say of the topology: the NICs NCCL uses, GPUs per node, GPUDirect RDMA.
+    Raises ProfileError for a bad profile or when ``nodes``/``gpus_per_node`` do not
+    divide a row's rank count.
     """
     options = HardwareOptions.of(hardware)
     cols = Columns(measurements)
@@ -89,43 +100,50 @@ def analyze(
     bw = bandwidths(cols)
     reasons = bw["reasons"]
     hw, profiles = _row_hardware(cols, options, notes)
+    log = _run_topology(measurements, runs)
     n, f = cols.nranks, bw["busbw_factor"]
-    q, q_reasons = _nodes(cols, hw, options.nodes, options.gpus_per_node, notes)
+    q, q_reasons = _nodes(cols, hw, log, options, notes)
     reasons |= np.where(np.isnan(hw["intra"]), why.NO_PROFILE, 0) | q_reasons
-    ideal, intra, inter = ideal_busbw(hw["intra"], hw["inter"], n, q)
-    reasons |= np.where(
-        (q > 1) & np.isnan(hw["inter"]) & ~np.isnan(hw["intra"]), why.NO_I, 0
+    topo = _topology(hw, log, n, q)
+    bound_kind = _BOUNDS[cols.code]
+    ideal, intra, inter = ideal_by_collective(
+        bound_kind, topo["b"], topo["i"], topo["g"], n, q
     )
+    has_profile = ~np.isnan(hw["intra"])
+    reasons |= np.where((q > 1) & np.isnan(hw["inter"]) & has_profile, why.NO_I, 0)
+    reasons |= np.where((bound_kind == Bound.NONE) & has_profile, why.NO_BOUND, 0)
     reasons |= np.where(n == 1, why.ONE_RANK, 0)
     unusable = why.GROUPED | why.CPUTIME | why.NO_COLL | why.NO_N | why.BAD_T
-    usable = (reasons & (unusable | why.ONE_RANK)) == 0
+    usable = ((reasons & (unusable | why.ONE_RANK)) == 0) & (cols.size > 0)
     ideal = np.where(usable, ideal, np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
         eff = bw["busbw_calc_gbps"] / ideal
-        ideal_time = bw["busbw_calc_gbps"] * cols.time / ideal
+        ideal_time = cols.time * eff
     reasons |= np.where(eff > 1, why.ABOVE, 0)
     bound = np.where(np.isnan(ideal), -1, np.where((q > 1) & (inter <= intra), 1, 0))
+    basis = _basis(options, hw, q, ideal)
+    if (basis == 2).any():
+        reasons |= np.where(basis == 2, why.ASSUMED, 0)
+        notes.append(
+            "multi-node ideal from a preset matched by GPU name: its NIC count and "
+            "speed are assumed, not read from the log, so efficiency is not judged; "
+            "pass --profile (e.g. a cloud SKU) or --inter-bw to judge it"
+        )
 
     # The fit needs no busbw factor: IMB pingpong and the like get one too.
     fit_ok = ((reasons & (why.GROUPED | why.CPUTIME | why.BAD_T)) == 0) & cols.named
-    fit = fit_series(cols.table, fit_ok, cols.size, cols.time)
+    fit = fit_series(
+        cols.table, fit_ok, cols.size, cols.time, np.nan_to_num(f, nan=1.0)
+    )
     reasons |= fit.reasons
 
     steps = _latency_steps(cols.code, n)
     hw_lat = steps * hw["alpha"]
-    reasons |= np.where(
-        np.isnan(hw_lat) & ~np.isnan(fit.alpha) & ~np.isnan(ideal), why.NO_ALPHA, 0
-    )
-    staging, st_reasons = _staging(bw["kind"], cols.size, n, q, hw)
-    reasons |= np.where(~np.isnan(ideal) & ~np.isnan(fit.alpha), st_reasons, 0)
-    gap = np.where(np.isnan(ideal), np.nan, cols.time - ideal_time)
-    known = ~np.isnan(gap) & ~np.isnan(fit.alpha)
-    gap_lat = np.where(known, fit.alpha - np.nan_to_num(hw_lat), np.nan)
-    gap_bw = np.where(
-        known, fit.bandwidth_us - ideal_time - np.nan_to_num(staging), np.nan
-    )
-    gap_res = np.where(known, gap - np.nan_to_num(hw_lat) - gap_lat - gap_bw, np.nan)
-    gap_res -= np.where(known, np.nan_to_num(staging), 0.0)
+    staging, st_reasons = _staging(bw["kind"], cols.size, n, q, hw, log)
+    gaps = _gaps(cols.time, ideal_time, fit, hw_lat, staging)
+    known = ~np.isnan(gaps["gap"])
+    reasons |= np.where(known & np.isnan(hw_lat), why.NO_ALPHA, 0)
+    reasons |= np.where(known, st_reasons, 0)
 
     out = measurements
     values = {
@@ -136,23 +154,60 @@ def analyze(
         "algbw_prescaled": arr.bools(bw["algbw_prescaled"]),
         "ideal_busbw_gbps": arr.floats(ideal),
         "ideal_bound": arr.labels(bound, ("intra", "inter")),
+        "ideal_basis": arr.labels(np.where(np.isnan(ideal), -1, basis), BASES),
         "efficiency": arr.floats(eff),
         "ideal_time_us": arr.floats(ideal_time),
         "model_time_us": arr.floats(fit.model_time),
         "model_error_pct": arr.floats(fit.error_pct),
         "regime": arr.labels(fit.regime, ("latency-bound", "bandwidth-bound")),
+        "plateau": pa.array(fit.plateau, type=pa.bool_()),
         "fit_class": arr.labels(fit.fit_class, FIT_CLASSES),
-        "gap_us": arr.floats(gap),
-        "gap_hw_latency_us": arr.floats(np.where(known, hw_lat, np.nan)),
-        "gap_latency_us": arr.floats(gap_lat),
-        "gap_bandwidth_us": arr.floats(gap_bw),
-        "gap_staging_us": arr.floats(np.where(known, staging, np.nan)),
-        "gap_residual_us": arr.floats(gap_res),
+        "gap_us": arr.floats(gaps["gap"]),
+        "gap_hw_latency_us": arr.floats(gaps["hw_latency"]),
+        "gap_latency_us": arr.floats(gaps["latency"]),
+        "gap_bandwidth_us": arr.floats(gaps["bandwidth"]),
+        "gap_staging_us": arr.floats(gaps["staging"]),
+        "gap_residual_us": arr.floats(gaps["residual"]),
         "efficiency_note": why.note_strings(reasons),
     }
     for name in ROW_COLUMNS:
         out = out.append_column(name, values[name])
     return Analysis(out, fit.table, tuple(dict.fromkeys(notes)), profiles)
+
+
+def _gaps(
+    time: np.ndarray,
+    ideal_time: np.ndarray,
+    fit: Fit,
+    hw_lat: np.ndarray,
+    staging: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """Split each row's gap to the ideal, ``time - ideal_time``, into parts that are
+    each >= 0 and add up to it exactly: latency (alpha, its hardware share first),
+    host staging, bandwidth shortfall (n/beta beyond the ideal transfer) and the
+    unexplained rest. Each part takes what its model says, at most what is left;
+    a row faster than the model has no unexplained time (the ``above model`` note).
+    Rows above the ideal, without an ideal or without a fit get no parts."""
+    gap = time - ideal_time
+    known = ~np.isnan(gap) & (gap >= 0) & ~np.isnan(fit.alpha)
+    gap = np.where(known, gap, np.nan)
+    left = gap
+    latency = np.minimum(fit.alpha, left)
+    hardware = np.minimum(np.nan_to_num(hw_lat), latency)
+    left = left - latency
+    staged = np.minimum(np.nan_to_num(staging), left)
+    left = left - staged
+    wanted = np.nan_to_num(fit.bandwidth_us) - ideal_time - np.nan_to_num(staging)
+    shortfall = np.minimum(np.maximum(wanted, 0.0), left)
+    residual = left - shortfall
+    return {
+        "gap": gap,
+        "hw_latency": np.where(np.isnan(hw_lat), np.nan, hardware),
+        "latency": latency - hardware,
+        "staging": np.where(np.isnan(staging), np.nan, staged),
+        "bandwidth": shortfall,
+        "residual": residual,
+    }
 
 
 def _row_hardware(
@@ -192,20 +247,36 @@ def _row_hardware(
         "alpha": pick("alpha_us"),
         "pcie": pick("pcie_gbps"),
         "staged": pick("host_staging", 0.0) > 0,
+        "link": pick("link_gbps"),
+        "nics": pick("nics_per_node"),
+        "nic": pick("nic_gbps"),
     }
+    mesh = [p is not None and p.intra_topology == "mesh" for p in profiles]
+    figures["mesh"] = np.array(mesh, dtype=bool)[index]
+    # A profile made from --intra-bw alone does not know P: never infer Q from it.
+    custom = [
+        p is not None and p.name == "custom" and not options.gpus_per_node
+        for p in profiles
+    ]
+    figures["gpus"] = np.where(
+        np.array(custom, dtype=bool)[index], np.nan, figures["gpus"]
+    )
+
     return figures, used
 
 
 def _nodes(
     c: Columns,
     hw: dict[str, np.ndarray],
-    nodes: int | None,
-    gpus_per_node: int | None,
+    log: dict[str, np.ndarray],
+    options: HardwareOptions,
     notes: list[str],
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Q per row: --nodes, else N/--gpus-per-node, else the log's hosts, else
-    inferred."""
+    """Q per row: --nodes, else N/--gpus-per-node, else the log's hosts (grouped into
+    the profile's NVLink domains), else N over the log's GPUs per node, else inferred
+    from the profile's GPUs per node."""
     n = c.nranks
+    nodes, gpus_per_node = options.nodes, options.gpus_per_node
     if nodes is not None or gpus_per_node is not None:
         q = np.full(n.shape, float(nodes)) if nodes is not None else n / gpus_per_node
         bad = ~np.isnan(n) & ((n % q != 0) | (q < 1) | (q > n))
@@ -217,17 +288,20 @@ def _nodes(
             )
             counts = ", ".join(str(int(v)) for v in np.unique(n[bad]))
             raise ProfileError(
-                f"{given} does not divide the rank count ({counts}): "
-                "every node must hold the same number of ranks (as the AIBooster ideal "
-                "assumes)"
+                f"{given} does not divide the rank count ({counts}): every node must "
+                "hold the same number of ranks (as the AIBooster ideal assumes)"
             )
         return q, np.zeros(n.shape, dtype=np.int64)
-    with np.errstate(invalid="ignore"):
-        from_hosts = np.ceil(c.nnodes / hw["hosts"])
-    inferred = np.where(n <= hw["gpus"], 1.0, n / hw["gpus"])
+    with np.errstate(invalid="ignore", divide="ignore"):
+        from_hosts = np.ceil(c.nnodes / np.fmax(hw["hosts"], 1.0))
+        from_local = n / log["local_ranks"]
+        inferred = np.where(n <= hw["gpus"], 1.0, n / hw["gpus"])
+    from_local = np.where(from_local % 1 == 0, from_local, np.nan)
     inferred = np.where(inferred % 1 == 0, inferred, np.nan)
-    q = np.where(np.isnan(from_hosts), inferred, from_hosts)
-    if (np.isnan(c.nnodes) & ~np.isnan(inferred) & ~np.isnan(n)).any():
+    q = np.where(np.isnan(from_hosts), from_local, from_hosts)
+    guessed = np.isnan(q) & ~np.isnan(inferred) & ~np.isnan(n)
+    q = np.where(np.isnan(q), inferred, q)
+    if guessed.any():
         notes.append(
             "node count not in the log: assumed full nodes of the profile's GPUs per "
             "node (one node when N <= P); pass --nodes to set it"
@@ -241,6 +315,80 @@ def _nodes(
         uneven = ~np.isnan(q) & ((n % q != 0) | (q > n))
     reasons |= np.where(uneven, why.UNEVEN, 0)
     return np.where(uneven, np.nan, q), reasons
+
+
+def _run_topology(
+    measurements: pa.Table, runs: pa.Table | None
+) -> dict[str, np.ndarray]:
+    """Per row, what its run's log says: NICs in use, GPUs per node, GPUDirect RDMA
+    (1 yes, 0 no, NaN not said). NaN everywhere without a runs table."""
+    size = measurements.num_rows
+    empty = {k: np.full(size, np.nan) for k in ("nics", "local_ranks", "gdr")}
+    if runs is None or runs.num_rows == 0 or size == 0:
+        return empty
+    facts: dict[tuple[str, int], tuple[float, float, float]] = {}
+    names = set(runs.column_names)
+    for run in runs.to_pylist():
+        nics = len(run["nics"]) if "nics" in names and run["nics"] else np.nan
+        local = run.get("local_ranks") if "local_ranks" in names else None
+        gdr = run.get("gdr") if "gdr" in names else None
+        facts[(run["source"], run["run"])] = (
+            float(nics),
+            np.nan if local is None else float(local),
+            np.nan if gdr is None else float(gdr),
+        )
+    # source and run are non-null columns of the measurements schema.
+    keys = zip(
+        cast("list[str]", measurements.column("source").to_pylist()),
+        cast("list[int]", measurements.column("run").to_pylist()),
+        strict=True,
+    )
+    table = np.array(
+        [facts.get(k, (np.nan,) * 3) for k in keys], dtype=np.float64
+    ).reshape(size, 3)
+    return {"nics": table[:, 0], "local_ranks": table[:, 1], "gdr": table[:, 2]}
+
+
+def _topology(
+    hw: dict[str, np.ndarray],
+    log: dict[str, np.ndarray],
+    n: np.ndarray,
+    q: np.ndarray,
+) -> dict[str, np.ndarray]:
+    """B, I and one GPU's network bandwidth g for the P = N/Q local GPUs of each row.
+
+    B: a mesh gives P GPUs (P-1) links; a switch gives every GPU its intra_gbps. I:
+    the node's I, at most the NICs the P GPUs reach times the NIC speed (NICs serve
+    a node's GPUs evenly; the log's NIC count replaces the profile's). g: the NICs of
+    one GPU, at most I; without NIC figures, I shared by the node's GPUs.
+    """
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = n / q
+        b = np.where(
+            hw["mesh"], np.where(p > 1, (p - 1) * hw["link"], np.inf), hw["intra"]
+        )
+        nics = np.where(np.isnan(log["nics"]), hw["nics"], log["nics"])
+        per_gpu = nics / hw["gpus"]
+        reach = np.fmin(nics, np.ceil(p * per_gpu))
+        reach = np.where(np.isnan(reach), nics, reach)
+        has_nics = ~np.isnan(nics) & ~np.isnan(hw["nic"])
+        i = np.where(has_nics, np.fmin(hw["inter"], reach * hw["nic"]), hw["inter"])
+        own = np.ceil(np.where(np.isnan(per_gpu), nics / p, per_gpu)) * hw["nic"]
+        sharing = np.where(np.isnan(hw["gpus"]), p, hw["gpus"])
+        g = np.where(has_nics, np.fmin(i, own), i / sharing)
+    return {"b": b, "i": i, "g": g}
+
+
+def _basis(
+    options: HardwareOptions,
+    hw: dict[str, np.ndarray],
+    q: np.ndarray,
+    ideal: np.ndarray,
+) -> np.ndarray:
+    """Index into BASES per row (-1 without an ideal)."""
+    given = np.zeros(q.shape, dtype=np.int64)
+    base = given if options.given else np.where(q > 1, 2, 1)
+    return np.where(np.isnan(ideal), -1, base)
 
 
 def _latency_steps(code: np.ndarray, n: np.ndarray) -> np.ndarray:
@@ -266,10 +414,13 @@ def _staging(
     n: np.ndarray,
     q: np.ndarray,
     hw: dict[str, np.ndarray],
+    log: dict[str, np.ndarray],
 ) -> tuple[np.ndarray, np.ndarray]:
     """Aurora data-path model Eq. 6 host staging, 2*2*Z/(P*B_PCIe), on multi-node
-    all-reduce."""
-    staged = hw["staged"] & (q > 1)
+    all-reduce: where the profile says the path stages through the host, or the log
+    shows network connections without GPUDirect RDMA (and PCIe is known)."""
+    no_gdr = (log["gdr"] == 0) & ~np.isnan(hw["pcie"])
+    staged = (hw["staged"] | no_gdr) & (q > 1)
     with np.errstate(divide="ignore", invalid="ignore"):
         term = 4 * size / ((n / q) * hw["pcie"] * 1e3)
     reduce_all = kind == BusbwKind.REDUCE_ALL  # all_reduce: the only one modelled

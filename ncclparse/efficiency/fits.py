@@ -1,7 +1,22 @@
-"""Alpha-beta (Hockney) fits per series: T(n) = alpha + n/beta.
+"""Alpha-beta fits per series, T(n) = alpha + n/beta, that describe the sweep.
 
-Robust, relative-error weighted least squares for every series of a measurements
-table at once (vectorized over series with bincount; no per-series Python loop).
+A single least-squares line through a whole sweep describes none of it: the small sizes
+pull beta down and the large ones push alpha above every small-message time. So each
+parameter is read from the part of the sweep it governs (a segmented fit):
+
+* beta is the sustained bandwidth of the **plateau**, the sizes within 10 % of the
+  series' peak algbw: the least-squares slope of time over size there (the rate with
+  the fixed cost taken out), kept between their median algbw and 1.25x the peak.
+  The plateau is *reached* when it holds at least two sizes and the largest size's
+  algbw rose less than 5 % over the next smaller one; otherwise beta (and any
+  efficiency judged on it) is a lower bound.
+* alpha is the latency of the **floor**: the median of ``T(n) - n/beta`` over the sizes
+  whose time is within 1.5x of the series' fastest time.
+
+Each comes with its spread (the lowest and highest value of the sizes it was read
+from). A row's regime comes from its measured time: latency-bound when alpha is at
+least half of it. Vectorized over series (bincount, sorted group medians): no
+per-series Python loop.
 """
 
 from __future__ import annotations
@@ -19,163 +34,232 @@ FIT_CLASSES = (
     "excellent",
     "useful",
     "assumptions violated",
-)  # model error < 10 %, 10-30 %, > 30 %
+)  # median relative error below 10 %, 10-30 %, above 30 %
 FIT_COLUMNS = (
     *SERIES_KEYS,
     "points",
     "alpha_us",
+    "alpha_low_us",
+    "alpha_high_us",
     "beta_gbps",
+    "beta_low_gbps",
+    "beta_high_gbps",
+    "beta_busbw_gbps",
+    "plateau_points",
+    "plateau_reached",
     "crossover_bytes",
     "median_error_pct",
     "max_error_pct",
     "fit_class",
     "fit_note",
 )
-_HUBER_C = 1.345  # 95 % efficiency under normal errors
-_MAD_TO_SIGMA = 1.4826
-_ITERATIONS = 6
+PLATEAU = 0.9  # sizes within 10 % of the peak algbw form the plateau
+STILL_RISING = 1.05  # the largest size 5 % above the next: no plateau yet
+FLOOR = 1.5  # sizes within 1.5x of the fastest time form the latency floor
+_MIN_SIZES = 3
 
 
 @dataclass(frozen=True, slots=True)
 class Fit:
-    alpha: np.ndarray  # per row, µs
-    bandwidth_us: np.ndarray  # per row, size / beta
+    """Per row: alpha (µs), the bandwidth term n/beta (µs), the model time, its
+    relative error (%), regime (0 latency-, 1 bandwidth-bound, -1 none), fit class
+    index, whether the row is on its series' reached plateau, reason bits; and the
+    per-series table (FIT_COLUMNS)."""
+
+    alpha: np.ndarray
+    bandwidth_us: np.ndarray
     model_time: np.ndarray
     error_pct: np.ndarray
-    regime: np.ndarray  # 0 latency-bound, 1 bandwidth-bound, -1 none
+    regime: np.ndarray
     fit_class: np.ndarray
+    plateau: np.ndarray
     reasons: np.ndarray
     table: pa.Table
 
 
 def fit_series(
-    table: pa.Table, eligible: np.ndarray, x: np.ndarray, y: np.ndarray
+    table: pa.Table,
+    eligible: np.ndarray,
+    x: np.ndarray,
+    y: np.ndarray,
+    factor: np.ndarray,
 ) -> Fit:
-    """Fit T(n) = alpha + n/beta per series by Huber-reweighted relative least squares.
+    """Fit every series (``SERIES_KEYS``) of ``table`` among the ``eligible`` rows.
 
-    Weights 1/T^2 make the fit minimise relative error, so small messages count
-    (model error = |T_pred - T_actual| / T_actual). Huber weights on the
-    relative residual (scale = 1.4826 x the series' median |residual|) tame outliers.
-    0-byte rows are not fitted (nccl-tests returns before launching). A series needs 2
-    distinct non-zero sizes. If the slope is not positive, beta is unbounded and alpha
-    is the weighted mean time; if alpha comes out negative it is pinned at 0.
+    ``x`` sizes in bytes, ``y`` times in µs, ``factor`` the busbw factor of each row
+    (for beta in busbw units). 0-byte rows and non-positive times are not fitted. A
+    series needs 3 distinct sizes and more than one rank.
     """
     gid, ngroups, first = _series_ids(table, eligible)
     rows = gid >= 0
+    nranks = arr.num(table, "nranks")
     fit_index = np.flatnonzero(rows & (x > 0) & np.isfinite(y) & (y > 0))
-    # Sorted by (series, size) once: distinct sizes and medians then need no lexsort.
     fit_index = fit_index[np.lexsort((x[fit_index], gid[fit_index]))]
     g, xf, yf = gid[fit_index], x[fit_index], y[fit_index]
-    points = np.bincount(g, minlength=ngroups)
+    counts = np.bincount(g, minlength=ngroups)
     new_size = np.ones(g.shape, dtype=bool)
     new_size[1:] = (g[1:] != g[:-1]) | (xf[1:] != xf[:-1])
     distinct = np.bincount(g[new_size], minlength=ngroups)
-    a, b, w = _irls(g, xf, yf, ngroups)
-    flat = b <= 0
-    sw = np.bincount(g, w, ngroups)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        mean_y = np.bincount(g, w * yf, ngroups) / sw
-        origin_b = np.bincount(g, w * xf * yf, ngroups) / np.bincount(
-            g, w * xf * xf, ngroups
-        )
-    a, b = np.where(flat, mean_y, np.where(a < 0, 0.0, a)), np.where(flat, 0.0, b)
-    b = np.where(~flat & (a == 0.0), np.where(np.isnan(origin_b), b, origin_b), b)
-    valid = distinct >= 2
-    a, b = np.where(valid, a, np.nan), np.where(valid, b, np.nan)
+    multi = np.zeros(ngroups, dtype=bool)
+    np.logical_or.at(multi, g, nranks[fit_index] > 1)
+    valid = (distinct >= _MIN_SIZES) & multi
 
-    alpha = np.full(x.shape, np.nan)
-    slope = np.full(x.shape, np.nan)
-    alpha[rows], slope[rows] = a[gid[rows]], b[gid[rows]]
-    bandwidth_us = slope * x
-    model = alpha + bandwidth_us
+    # Plateau: beta in bytes/µs.
+    alg = xf / yf
+    peak = np.full(ngroups, -np.inf)
+    np.maximum.at(peak, g, alg)
+    on_plateau = alg >= PLATEAU * peak[g]
+    plateau_points = np.bincount(g[on_plateau], minlength=ngroups)
+    median_alg = _group_median(g[on_plateau], alg[on_plateau], ngroups)
+    beta_low, beta_high = _extremes(g[on_plateau], alg[on_plateau], ngroups)
+    # The plateau's slope is the sustained rate without the latency in each time;
+    # kept between the median algbw (a latency-free rate is never lower) and 1.25x
+    # the peak (two nearly equal times must not make it unbounded).
+    slope = _slope(g[on_plateau], xf[on_plateau], yf[on_plateau], ngroups)
     with np.errstate(divide="ignore", invalid="ignore"):
+        beta = np.clip(np.where(slope > 0, 1 / slope, np.inf), median_alg, 1.25 * peak)
+    ends = np.cumsum(counts) - 1
+    has = counts >= 2
+    last = np.full(ngroups, np.nan)
+    before = np.full(ngroups, np.nan)
+    last[has] = alg[ends[has]]
+    before[has] = alg[ends[has] - 1]
+    reached = valid & (plateau_points >= 2) & (last < STILL_RISING * before)
+
+    # Floor: alpha in µs.
+    fastest = np.full(ngroups, np.inf)
+    np.minimum.at(fastest, g, yf)
+    floor = yf <= FLOOR * fastest[g]
+    spare = yf - xf / beta[g]
+    alpha = np.maximum(_group_median(g[floor], spare[floor], ngroups), 0.0)
+    alpha_low, alpha_high = _extremes(g[floor], np.maximum(spare[floor], 0), ngroups)
+
+    # Beta is measured only where some size is bandwidth-bound (n/beta >= alpha).
+    bound_rows = xf / beta[g] >= alpha[g]
+    measured = np.bincount(g[bound_rows], minlength=ngroups) > 0
+    beta_ok = valid & measured
+    alpha = np.where(valid, alpha, np.nan)
+    beta = np.where(beta_ok, beta, np.nan)
+
+    per_row = {
+        "alpha": alpha,
+        "beta": beta,
+        "reached": np.where(valid, reached, False),
+    }
+    alpha_r, beta_r, reached_r = (
+        _spread(per_row[k], gid, rows, x.shape) for k in ("alpha", "beta", "reached")
+    )
+    with np.errstate(divide="ignore", invalid="ignore"):
+        bandwidth_us = np.where(x > 0, x / beta_r, 0.0)
+        bandwidth_us = np.where(np.isnan(beta_r), np.nan, bandwidth_us)
+        model = alpha_r + bandwidth_us
         error = np.abs(model - y) / y * 100.0
+        latency_share = alpha_r / y
+    known = ~np.isnan(model) & (x > 0)
+    regime = np.where(known, np.where(latency_share >= 0.5, 0, 1), -1)
+    row_alg = np.where(x > 0, x / y, np.nan)
+    peak_r = _spread(np.where(valid, peak, np.nan), gid, rows, x.shape)
+    plateau_row = (reached_r > 0) & (row_alg >= PLATEAU * peak_r) & known
+
     median = _group_median(g, error[fit_index], ngroups)
     worst = np.full(ngroups, np.nan)
     np.fmax.at(worst, g, error[fit_index])
     g_class = np.where(np.isnan(median), -1, np.digitize(median, [10.0, 30.0]))
-    g_class = np.where(valid, g_class, -1)
-    row_class = np.full(x.shape, -1)
-    row_class[rows] = g_class[gid[rows]]
-    known = ~np.isnan(model)
-    regime = np.where(known, np.where((alpha > bandwidth_us) | (x == 0), 0, 1), -1)
-    reasons = np.zeros(x.shape, dtype=np.int64)
-    reasons[rows] |= np.where(valid, 0, why.NO_FIT)[gid[rows]]
-    reasons[rows] |= np.where(flat & valid, why.FLAT, 0)[gid[rows]]
-    reasons |= np.where(rows & (x == 0), why.ZERO, 0)
+    g_class = np.where(beta_ok, g_class, -1)
+    row_class = _spread(g_class.astype(np.float64), gid, rows, x.shape)
+    row_class = np.where(np.isnan(row_class), -1, row_class).astype(np.int64)
 
-    with np.errstate(divide="ignore", invalid="ignore"):
-        beta = np.where(b > 0, 1e-3 / b, np.nan)
-    g_notes = np.where(valid, 0, why.NO_FIT) | np.where(valid & flat, why.FLAT, 0)
+    g_notes = np.where(valid, 0, why.NO_FIT)
+    g_notes |= np.where(valid & ~measured, why.FLAT, 0)
+    g_notes |= np.where(beta_ok & ~reached, why.NO_PLATEAU, 0)
+    reasons = np.zeros(x.shape, dtype=np.int64)
+    reasons[rows] |= g_notes[gid[rows]]
+    reasons |= np.where(rows & (x == 0), why.ZERO, 0)
+    reasons |= np.where(known & (model > y), why.ABOVE_MODEL, 0)
+
+    gfactor = np.full(ngroups, np.nan)
+    gfactor[g] = factor[fit_index]
+    gbps = 1e-3  # bytes/µs to GB/s
     keys = table.take(pa.array(first, type=pa.int64())).select(list(SERIES_KEYS))
     extra = {
-        "points": pa.array(points, type=pa.int64()),
-        "alpha_us": arr.floats(a),
-        "beta_gbps": arr.floats(beta),
-        "crossover_bytes": arr.floats(a * beta * 1e3),
-        "median_error_pct": arr.floats(np.where(valid, median, np.nan)),
-        "max_error_pct": arr.floats(np.where(valid, worst, np.nan)),
+        "points": pa.array(counts, type=pa.int64()),
+        "alpha_us": arr.floats(alpha),
+        "alpha_low_us": arr.floats(np.where(valid, alpha_low, np.nan)),
+        "alpha_high_us": arr.floats(np.where(valid, alpha_high, np.nan)),
+        "beta_gbps": arr.floats(beta * gbps),
+        "beta_low_gbps": arr.floats(np.where(beta_ok, beta_low * gbps, np.nan)),
+        "beta_high_gbps": arr.floats(np.where(beta_ok, beta_high * gbps, np.nan)),
+        "beta_busbw_gbps": arr.floats(beta * gbps * gfactor),
+        "plateau_points": pa.array(np.where(beta_ok, plateau_points, 0), pa.int64()),
+        "plateau_reached": pa.array(reached, type=pa.bool_()),
+        "crossover_bytes": arr.floats(alpha * beta),
+        "median_error_pct": arr.floats(np.where(beta_ok, median, np.nan)),
+        "max_error_pct": arr.floats(np.where(beta_ok, worst, np.nan)),
         "fit_class": arr.labels(g_class, FIT_CLASSES),
         "fit_note": why.note_strings(g_notes),
     }
     for name, column in extra.items():
         keys = keys.append_column(name, column)
-    return Fit(alpha, bandwidth_us, model, error, regime, row_class, reasons, keys)
+    return Fit(
+        alpha_r,
+        bandwidth_us,
+        model,
+        error,
+        regime,
+        row_class,
+        plateau_row,
+        reasons,
+        keys,
+    )
 
 
-def _irls(
-    g: np.ndarray, x: np.ndarray, y: np.ndarray, ngroups: int
-) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Huber IRLS of y = a + b x per group; returns a, b and the final row weights.
-
-    ``g`` must be sorted. The robust scale is re-estimated in the first two rounds only
-    and then held, which is what keeps this fast on a million rows.
-    """
-    base = 1.0 / (y * y)
-    w = base
-    a = b = cut = np.zeros(ngroups)
-    for round_ in range(_ITERATIONS):
-        a, b = _wls(g, x, y, w, ngroups)
-        r = np.abs(y - a[g] - b[g] * x) / y
-        if round_ < 2:
-            scale = _MAD_TO_SIGMA * np.nan_to_num(_group_median(g, r, ngroups))
-            # A floor keeps a perfect fit (scale 0) from down-weighting float noise.
-            cut = _HUBER_C * np.maximum(scale, 1e-9)
-        w = base * np.minimum(1.0, cut[g] / np.maximum(r, 1e-300))
-    return a, b, w
-
-
-def _wls(
-    g: np.ndarray, x: np.ndarray, y: np.ndarray, w: np.ndarray, ngroups: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """Weighted least squares per group, centred for numerical stability."""
-    sw = np.bincount(g, w, ngroups)
+def _slope(g: np.ndarray, x: np.ndarray, y: np.ndarray, ngroups: int) -> np.ndarray:
+    """Least-squares slope of y over x per group (NaN with fewer than 2 sizes)."""
+    n = np.bincount(g, minlength=ngroups).astype(np.float64)
     with np.errstate(divide="ignore", invalid="ignore"):
-        mx = np.bincount(g, w * x, ngroups) / sw
-        my = np.bincount(g, w * y, ngroups) / sw
+        mx = np.bincount(g, x, ngroups) / n
+        my = np.bincount(g, y, ngroups) / n
         dx = x - mx[g]
-        sxx = np.bincount(g, w * dx * dx, ngroups)
-        sxy = np.bincount(g, w * dx * (y - my[g]), ngroups)
-        b = np.where(sxx > 0, sxy / sxx, 0.0)
-    return my - b * mx, b
+        sxx = np.bincount(g, dx * dx, ngroups)
+        sxy = np.bincount(g, dx * (y - my[g]), ngroups)
+        return np.where(sxx > 0, sxy / sxx, np.nan)
+
+
+def _spread(
+    values: np.ndarray, gid: np.ndarray, rows: np.ndarray, shape: tuple[int, ...]
+) -> np.ndarray:
+    """A per-series value on every row of the series (NaN elsewhere)."""
+    out = np.full(shape, np.nan)
+    out[rows] = values[gid[rows]].astype(np.float64)
+    return out
+
+
+def _extremes(
+    g: np.ndarray, v: np.ndarray, ngroups: int
+) -> tuple[np.ndarray, np.ndarray]:
+    low = np.full(ngroups, np.inf)
+    high = np.full(ngroups, -np.inf)
+    np.minimum.at(low, g, v)
+    np.maximum.at(high, g, v)
+    return np.where(np.isinf(low), np.nan, low), np.where(np.isinf(high), np.nan, high)
 
 
 def _group_median(g: np.ndarray, v: np.ndarray, ngroups: int) -> np.ndarray:
-    """Median of ``v >= 0`` per group (NaN for empty groups); ``g`` must be sorted.
+    """Median of ``v`` per group (NaN for empty groups); ``g`` must be sorted.
 
-    One float argsort: v / (1 + v) maps [0, inf] into [0, 1] keeping order, so
-    ``g + v / (1 + v)`` sorts by group, then by value within it.
+    One stable sort by value, then a stable sort by group keeps values ordered within
+    each group.
     """
-    with np.errstate(invalid="ignore"):
-        order = np.argsort(g + np.nan_to_num(v / (1.0 + v), nan=1.0))
+    order = np.argsort(v, kind="stable")
+    order = order[np.argsort(g[order], kind="stable")]
     counts = np.bincount(g, minlength=ngroups)
     starts = np.cumsum(counts) - counts
     sv = v[order]
     lo = starts + np.maximum(counts - 1, 0) // 2
     hi = starts + counts // 2
     out = np.full(ngroups, np.nan)
-    has = counts > 0
-    out[has] = (sv[lo[has]] + sv[hi[has]]) / 2
+    present = counts > 0
+    out[present] = (sv[lo[present]] + sv[hi[present]]) / 2
     return out
 
 

@@ -41,6 +41,7 @@ _FIGURES = {
     "nic_gbps": bandwidth_gbps,
     "pcie_gbps": bandwidth_gbps,
     "xe_link_gbps": bandwidth_gbps,
+    "link_gbps": bandwidth_gbps,
     "mdfi_gbps": bandwidth_gbps,
     "alpha_us": time_us,
 }
@@ -54,6 +55,7 @@ _PLAIN = {
     "xe_links",
     "host_staging",
     "device_pattern",
+    "intra_topology",
 }
 
 
@@ -120,7 +122,13 @@ def profile_from_mapping(data: dict[str, Any], *, default_name: str) -> Hardware
 def match_device(device: str | None) -> HardwareProfile | None:
     """Return the preset whose GPU the log's device name names, or None.
 
-    PCIe and NVL variants (no NVSwitch) match no preset, on purpose.
+    The first preset whose ``device_pattern`` occurs in ``device`` (case-insensitive)
+    wins: ``"NVIDIA H100 80GB HBM3"`` gives h100, ``"NVIDIA H800"`` h800,
+    ``"AMD Instinct MI300X VF"`` (an SR-IOV VM) mi300x. PCIe and NVL variants
+    (``"NVIDIA H100 PCIe"``, ``"NVIDIA H100 NVL"``, ``"NVIDIA H200 NVL"``,
+    ``"NVIDIA A100-PCIE-40GB"``: no NVSwitch) match no preset, on purpose. Cloud
+    SKUs (``aws-p5``, ``gcp-a3-mega`` ...) have no pattern and are never matched: the
+    GPU name cannot tell them from a DGX, so they are chosen with ``--profile``.
     """
     if not device:
         return None
@@ -147,6 +155,16 @@ class HardwareOptions:
     gpus_per_node: int | None = None
     nodes: int | None = None
     hw_latency: str | float | None = None
+
+    @property
+    def given(self) -> bool:
+        """Whether the user named the hardware (a profile, B or I): the ideal is
+        then theirs, not a preset matched by GPU name."""
+        return (
+            self.profile is not None
+            or self.intra_bw is not None
+            or self.inter_bw is not None
+        )
 
     @classmethod
     def of(
@@ -219,6 +237,9 @@ def resolve_profile(
         changes["intra_gbps"] = bandwidth_gbps(intra_bw)
     if inter_bw is not None:
         changes["inter_gbps"] = bandwidth_gbps(inter_bw)
+        if profile.nics_per_node:
+            # The node's I is its NICs together: the same NICs at the given total.
+            changes["nic_gbps"] = changes["inter_gbps"] / profile.nics_per_node
     if gpus_per_node is not None:
         changes["gpus_per_node"] = int(gpus_per_node)
         changes["hosts_per_node"] = 1

@@ -105,3 +105,64 @@ def ideal_bandwidth(
         n,
         nodes,
     )
+
+
+def ideal_by_collective(
+    bound: np.ndarray,
+    intra_gbps: np.ndarray,
+    inter_gbps: np.ndarray,
+    gpu_net_gbps: np.ndarray,
+    ranks: np.ndarray,
+    nodes: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ideal bus bandwidth of each row for its collective's bound (GB/s).
+
+    ``bound`` holds :class:`ncclparse.collectives.Bound` values; ``intra_gbps`` is B
+    for the row's P = N/Q local GPUs (already mesh-adjusted), ``inter_gbps`` the I
+    those P GPUs reach (already NIC-adjusted), ``gpu_net_gbps`` the network bandwidth
+    of one GPU (its own NICs). Returns ``(ideal, intra_term, inter_term)``; a term is
+    inf where it does not bound (one GPU per node has no intra-node traffic) and NaN
+    where it does not apply (one node). On one node every bound is B. Derivations in
+    ``docs/efficiency.md`` section 2:
+
+    * RING (all_reduce, all_gather, reduce_scatter): AIBooster,
+      ``min(I(N-1)Q/(N(Q-1)), B(N-1)/(N-Q))``;
+    * ALLTOALL: a node sends P(N-P)S/N bytes over I and each GPU S(P-1)/N over B:
+      ``min(I(N-1)/(P(N-P)), B(N-1)/(P-1))``;
+    * ONE_TO_ALL (broadcast, reduce): the whole buffer enters every node and GPU:
+      ``min(I, B)``;
+    * PAIR (sendrecv): one GPU per node boundary sends on its own NICs: ``min(g, B)``;
+    * ROOTED (gather, scatter): the node of the root moves (N-P)S/N over I, the root
+      GPU (N-1)S/N over its links and NICs: ``min(I(N-1)/(N-P), B + g)``.
+    """
+    b, i, g, n, q = (
+        np.asarray(v, dtype=np.float64)
+        for v in (intra_gbps, inter_gbps, gpu_net_gbps, ranks, nodes)
+    )
+    kind = np.asarray(bound)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = n / q
+        solo = p <= 1  # one GPU per node: no intra-node traffic
+        ring_inter = i * (n - 1) * q / (n * (q - 1))
+        ring_intra = np.where(solo, np.inf, b * (n - 1) / (n - q))
+        a2a_inter = i * (n - 1) / (p * (n - p))
+        a2a_intra = np.where(solo, np.inf, b * (n - 1) / (p - 1))
+        rooted_inter = i * (n - 1) / (n - p)
+        rooted_gpu = np.where(solo, g, b + g)
+    b_or_inf = np.where(solo, np.inf, b)
+    inter = np.select(
+        [kind == 1, kind == 2, kind == 3, kind == 4, kind == 5],
+        [ring_inter, a2a_inter, i, g, rooted_inter],
+        np.nan,
+    )
+    intra = np.select(
+        [kind == 1, kind == 2, kind == 3, kind == 4, kind == 5],
+        [ring_intra, a2a_intra, b_or_inf, b_or_inf, rooted_gpu],
+        np.nan,
+    )
+    multi = q > 1
+    inter = np.where(multi, inter, np.nan)
+    intra = np.where(multi, intra, b)
+    ideal = np.where(multi, np.fmin(inter, intra), b)
+    missing = (multi & np.isnan(inter)) | np.isnan(q) | np.isnan(n) | (kind == 0)
+    return np.where(missing, np.nan, ideal), intra, inter

@@ -22,13 +22,18 @@ NOTES = (
     "node count unknown: pass --nodes or --gpus-per-node",
     "ranks not divisible by nodes: the AIBooster ideal assumes equal ranks per node",
     "single rank: no data moves",
-    "series has fewer than 2 distinct non-zero sizes: no alpha-beta fit",
-    "0-byte row: not used by the fit",
+    "no alpha-beta fit: fewer than 3 distinct non-zero sizes, or a single rank",
+    "0-byte row: no data moves, not fitted or judged",
     "hardware latency unknown: gap_latency_us includes it",
     "the Aurora data-path model gives host staging for all-reduce only: it stays in "
     "gap_bandwidth_us",
     "busbw above the AIBooster ideal (in-network reduction, or a profile too low)",
-    "time does not grow with size in this series: beta unbounded, all time is latency",
+    "no size of this series is bandwidth-bound: beta is not measured",
+    "busbw still rising at the largest size: no plateau, beta and efficiency are lower "
+    "bounds",
+    "faster than the fitted model at this size (above model): no unexplained time",
+    "no ideal bandwidth is derived for this collective",
+    "the ideal assumes hardware figures the log does not state (see the assumptions)",
 )
 (
     GROUPED,
@@ -47,6 +52,10 @@ NOTES = (
     STAGING,
     ABOVE,
     FLAT,
+    NO_PLATEAU,
+    ABOVE_MODEL,
+    NO_BOUND,
+    ASSUMED,
 ) = (1 << i for i in range(len(NOTES)))
 
 

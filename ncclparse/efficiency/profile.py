@@ -20,6 +20,12 @@ class HardwareProfile:
     ``gpus_per_node`` counts the ranks that share the intra-node fabric B (for GB200
     NVL72 the whole 72-GPU NVLink domain, made of ``hosts_per_node`` = 18 hosts).
     ``alpha_us`` is the per-message hardware latency, ``None`` when unknown.
+    ``intra_topology`` is ``"switch"`` (every GPU reaches the fabric at ``intra_gbps``
+    whatever the number of peers, as through NVSwitch) or ``"mesh"`` (direct links,
+    ``link_gbps`` each way to each peer: P GPUs of a node reach ``(P-1) x link_gbps``,
+    as AMD Infinity Fabric). ``nics_per_node`` NICs of ``nic_gbps`` each serve the
+    node's ``gpus_per_node`` GPUs evenly (rail-optimized): P GPUs reach
+    ``ceil(P x nics_per_node / gpus_per_node)`` of them.
     ``host_staging`` says the inter-node path copies through host memory over PCIe
     (Aurora data-path model, Eq. 6). ``sources`` maps each figure's field name to where
     it comes from.
@@ -32,6 +38,8 @@ class HardwareProfile:
     inter_gbps: float | None = None
     hosts_per_node: int = 1
     alpha_us: float | None = None
+    intra_topology: str = "switch"
+    link_gbps: float | None = None
     nics_per_node: int | None = None
     nic_gbps: float | None = None
     nic_derating: float | None = None
@@ -46,7 +54,13 @@ class HardwareProfile:
     def __post_init__(self) -> None:
         if self.gpus_per_node < 1 or self.hosts_per_node < 1:
             raise ProfileError(f"profile {self.name!r}: gpus_per_node must be >= 1")
-        for name in ("intra_gbps", "inter_gbps", "nic_gbps", "pcie_gbps"):
+        if self.intra_topology not in ("switch", "mesh"):
+            raise ProfileError(
+                f"profile {self.name!r}: intra_topology must be 'switch' or 'mesh'"
+            )
+        if self.intra_topology == "mesh" and self.link_gbps is None:
+            raise ProfileError(f"profile {self.name!r}: a mesh needs link_gbps")
+        for name in ("intra_gbps", "inter_gbps", "nic_gbps", "pcie_gbps", "link_gbps"):
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ProfileError(f"profile {self.name!r}: {name} must be positive")

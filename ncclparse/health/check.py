@@ -86,7 +86,7 @@ def check(
     filtered by tags) or None; ``exclude_keys`` are ingest keys of the candidate.
     Raises ProfileError for bad hardware options.
     """
-    analysis = analyze(result.measurements, hardware)
+    analysis = analyze(result.measurements, hardware, result.runs)
     rows = _frame(analysis.rows)
     runs = {(r["source"], r["run"]): r for r in result.runs.to_pylist()}
     cases = [input_case(exc) for exc in input_failures]

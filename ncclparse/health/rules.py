@@ -142,7 +142,7 @@ class VerdictPolicy:
     between is CHECK. ``check`` fails a run whose efficiency verdict is FAIL.
     """
 
-    good: float = 0.75
+    good: float = 0.70
     poor: float = 0.5
 
 

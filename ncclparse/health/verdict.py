@@ -3,18 +3,24 @@
 One function, :func:`judge_run`, used by the report, the Markdown summary and
 ``ncclparse check``. A verdict is the most severe of its findings: the run's status
 (failed, truncated), data errors (``#wrong`` > 0, out-of-bounds values, printed busbw
-disagreeing with the recomputed one) and, per block (a series with both placements),
-the efficiency at the largest message size against the ideal, judged with the
-thresholds of :class:`~ncclparse.health.rules.VerdictPolicy`. Levels, from best to
-worst: ``ok``, ``info`` (nothing wrong, but nothing judged either, e.g. no hardware
-profile), ``warn``, ``bad``.
+disagreeing with the recomputed one) and, per block (a series with both placements):
+
+* the median efficiency of the plateau sizes against the ideal, judged with the
+  thresholds of :class:`~ncclparse.health.rules.VerdictPolicy` only when the plateau
+  was reached and the ideal's figures were given (or, on one node, are the GPU's own);
+  otherwise a note says what was measured and why it is not judged;
+* anomalies that need no hardware figures: busbw falling with size, in-place and
+  out-of-place far apart, a wide spread of times at one size.
+
+Levels, from best to worst: ``ok``, ``info`` (nothing wrong, but nothing judged
+either), ``warn``, ``bad``.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeAlias
 
 import pandas as pd
 
@@ -32,7 +38,12 @@ __all__ = ["LABELS", "Aspect", "Finding", "Level", "Verdict", "judge_run"]
 Level = Literal["ok", "info", "warn", "bad"]
 # What a finding is about: the run as a whole, its data, or the fabric's efficiency.
 Aspect = Literal["status", "data", "efficiency"]
+# A row of analysed measurements: a pandas row or a plain mapping.
+Row: TypeAlias = "Mapping[str, Any] | pd.Series[Any]"
 _RANK: dict[Level, int] = {"ok": 0, "info": 1, "warn": 2, "bad": 3}
+FALL = 0.8  # busbw at the largest size below 80 % of its peak: falling with size
+APART = 0.75  # in-place below 75 % of out-of-place (or the reverse): apart
+SPREAD = 2.0  # slowest time over twice the fastest at one size: a wide spread
 # Words and symbols, not colour alone: a verdict must survive grey-scale printing.
 LABELS: dict[Level, tuple[str, str]] = {
     "ok": ("OK", "✓"),
@@ -109,15 +120,14 @@ def judge_run(
     return Verdict(level, label, symbol, findings[0].text, tuple(findings))
 
 
-def judged_row(block: pd.DataFrame) -> Mapping[str, Any] | None:
-    """The row a block is judged by: the largest non-zero size, out-of-place when
-    measured."""
+def judged_rows(block: pd.DataFrame) -> pd.DataFrame:
+    """The rows of a block that are judged: one placement (out-of-place when
+    measured), non-zero sizes, by size."""
     for placement in ("out-of-place", "in-place"):
         mine = block[(block["placement"] == placement) & (block["size_bytes"] > 0)]
         if not mine.empty:
-            largest = mine.sort_values("size_bytes", kind="stable").iloc[-1]
-            return {str(k): v for k, v in largest.items()}
-    return None
+            return mine.sort_values("size_bytes", kind="stable")
+    return block.iloc[0:0]
 
 
 def _status(run: Mapping[str, Any]) -> list[Finding]:
@@ -178,45 +188,176 @@ def _efficiency(
     policy: VerdictPolicy,
     where: str,
 ) -> list[Finding]:
-    row = judged_row(block)
-    if row is None:
+    """The efficiency finding of one block: the median efficiency of its plateau
+    sizes, judged only on a reached plateau and an ideal that is not assumed; and
+    the anomalies that need no hardware figures."""
+    rows = judged_rows(block)
+    if rows.empty:
         return []
-    size = format_bytes(row["size_bytes"])
-    efficiency = _number(row["efficiency"])
-    if efficiency is None:
-        reason = _text(row["efficiency_note"]) or "no ideal bandwidth for this row"
-        return [Finding("info", f"{where}efficiency unknown at {size}: {reason}")]
-    eff = format_percent(efficiency)
-    figures = (
-        f"{eff} of the ideal at {size} ({format_gbps(row['busbw_calc_gbps'])} of "
-        f"{format_gbps(row['ideal_busbw_gbps'])})"
-    )
-    if row["regime"] == "latency-bound":
-        crossover = format_bytes(_crossover(fits, row))
+    found = _anomalies(block, rows, where)
+    largest = rows.iloc[-1]
+    size = format_bytes(largest["size_bytes"])
+    if _number(largest["efficiency"]) is None:
+        reason = _text(largest["efficiency_note"]) or "no ideal bandwidth for this row"
         return [
+            *found,
+            Finding("info", f"{where}efficiency unknown at {size}: {reason}"),
+        ]
+    if largest["regime"] == "latency-bound":
+        crossover = format_bytes(_crossover(fits, largest))
+        return [
+            *found,
             Finding(
                 "info",
-                f"{where}even the largest size is latency-bound (crossover "
-                f"n* = {crossover}): {figures}; large-message efficiency not measured",
-            )
+                f"{where}even the largest size ({size}) is latency-bound (crossover "
+                f"n* = {crossover}): large-message efficiency not measured",
+            ),
         ]
-    if efficiency > 1:
-        # Not judged healthy: beyond the ideal's model, so the profile may be wrong.
+    plateau = rows[rows["plateau"].eq(True) & rows["efficiency"].notna()]
+    if plateau.empty:
+        figures = _figures(largest["efficiency"], largest, largest)
         return [
+            *found,
+            Finding(
+                "info",
+                f"{where}no plateau reached: busbw still rising at the largest size, "
+                f"so {figures} is a lower bound; measure larger sizes to judge",
+            ),
+        ]
+    efficiency = float(plateau["efficiency"].median())
+    figures = _figures(efficiency, plateau.iloc[0], plateau.iloc[-1], plateau)
+    if (plateau["ideal_basis"] == "assumed").any():
+        found.append(
+            Finding(
+                "info",
+                f"{where}unverified: {figures} against an ideal whose NIC count and "
+                "speed are assumed from a preset; pass --profile or --inter-bw to "
+                "judge it",
+            )
+        )
+    elif efficiency > 1:
+        # Not judged healthy: beyond the ideal's model, so the profile may be wrong.
+        found.append(
             Finding(
                 "info",
                 f"{where}above the ideal: {figures}; in-network reduction "
                 "(NVLS/SHARP) or a hardware profile that is too low",
             )
-        ]
-    if efficiency >= policy.good:
-        return [Finding("ok", f"{where}healthy: {figures}")]
-    if efficiency >= policy.poor:
-        return [Finding("warn", f"{where}below ideal: {figures}")]
-    return [Finding("bad", f"{where}far below ideal: {figures}")]
+        )
+    elif efficiency >= policy.good:
+        found.append(Finding("ok", f"{where}healthy: {figures}"))
+    elif efficiency >= policy.poor:
+        found.append(Finding("warn", f"{where}below ideal: {figures}"))
+    else:
+        found.append(Finding("bad", f"{where}far below ideal: {figures}"))
+    return found
 
 
-def _crossover(fits: pd.DataFrame | None, row: Mapping[str, Any]) -> float | None:
+def _figures(
+    efficiency: float,
+    first: Row,
+    last: Row,
+    plateau: pd.DataFrame | None = None,
+) -> str:
+    """ "88.2 % of the ideal on the plateau, 2 GiB to 8 GiB (330.6 GB/s of 375.0
+    GB/s)" or, for one row, "... at 8 GiB (...)"."""
+    eff = format_percent(efficiency)
+    if plateau is None or len(plateau) == 1:
+        return (
+            f"{eff} of the ideal at {format_bytes(last['size_bytes'])} "
+            f"({format_gbps(last['busbw_calc_gbps'])} of "
+            f"{format_gbps(last['ideal_busbw_gbps'])})"
+        )
+    busbw = float(plateau["busbw_calc_gbps"].median())
+    ideal = float(plateau["ideal_busbw_gbps"].median())
+    return (
+        f"{eff} of the ideal on the plateau, {format_bytes(first['size_bytes'])} to "
+        f"{format_bytes(last['size_bytes'])} (median busbw {format_gbps(busbw)} of "
+        f"{format_gbps(ideal)})"
+    )
+
+
+def _anomalies(block: pd.DataFrame, rows: pd.DataFrame, where: str) -> list[Finding]:
+    """What is wrong whatever the hardware: bus bandwidth falling at the largest
+    sizes, in-place and out-of-place far apart, a wide spread of times at one size."""
+    found = []
+    records = _records(rows)
+    bound = [
+        r for r in records if r["regime"] == "bandwidth-bound" and _pos(r["busbw"])
+    ]
+    if len(bound) >= 2:
+        peak = max(bound, key=lambda r: float(r["busbw"]))
+        last = bound[-1]
+        if last["busbw"] < FALL * peak["busbw"]:
+            drop = 1 - last["busbw"] / peak["busbw"]
+            found.append(
+                Finding(
+                    "warn",
+                    f"{where}busbw falls with size: {format_gbps(last['busbw'])} at "
+                    f"{format_bytes(last['size_bytes'])}, {format_percent(drop)} "
+                    f"below its peak {format_gbps(peak['busbw'])} at "
+                    f"{format_bytes(peak['size_bytes'])}",
+                )
+            )
+    by_place: dict[str, dict[int, float]] = {}
+    for r in _records(block):
+        if r["size_bytes"] > 0 and _pos(r["busbw"]):
+            by_place.setdefault(r["placement"], {})[r["size_bytes"]] = r["busbw"]
+    common = set(by_place.get("in-place", {})) & set(by_place.get("out-of-place", {}))
+    if common:
+        top = max(common)
+        inp, out = by_place["in-place"][top], by_place["out-of-place"][top]
+        if min(out, inp) < APART * max(out, inp):
+            found.append(
+                Finding(
+                    "warn",
+                    f"{where}in-place and out-of-place differ at {format_bytes(top)}: "
+                    f"{format_gbps(inp)} vs {format_gbps(out)} busbw",
+                )
+            )
+    wide = [
+        r
+        for r in records
+        if r["regime"] == "bandwidth-bound"
+        and _pos(r["tmin"])
+        and _pos(r["tmax"])
+        and r["tmax"] > SPREAD * r["tmin"]
+    ]
+    if wide:
+        row = wide[-1]
+        more = f" and {len(wide) - 1} more sizes" if len(wide) > 1 else ""
+        found.append(
+            Finding(
+                "warn",
+                f"{where}times spread {row['tmax'] / row['tmin']:.1f}x at "
+                f"{format_bytes(row['size_bytes'])} (min {row['tmin']:g} us, max "
+                f"{row['tmax']:g} us){more}",
+            )
+        )
+    return found
+
+
+def _records(rows: pd.DataFrame) -> list[dict[str, Any]]:
+    """The columns the anomaly checks read, one plain dict per row."""
+    columns = {
+        "size_bytes": "size_bytes",
+        "placement": "placement",
+        "regime": "regime",
+        "busbw": "busbw_calc_gbps",
+        "tmin": "time_min_us",
+        "tmax": "time_max_us",
+    }
+    picked = rows[list(columns.values())].set_axis(list(columns), axis=1)
+    return [{str(k): v for k, v in r.items()} for r in picked.to_dict("records")]
+
+
+def _pos(value: Any) -> bool:
+    """A number above zero (not null, not NaN)."""
+    number = _number(value)
+    return number is not None and number > 0
+
+
+def _crossover(fits: pd.DataFrame | None, row: Row) -> float | None:
     if fits is None or fits.empty:
         return None
     same = fits[

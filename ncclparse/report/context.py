@@ -21,6 +21,7 @@ from markupsafe import Markup
 from ncclparse.api import ParseResult
 from ncclparse.efficiency import Analysis, analyze
 from ncclparse.efficiency.hardware import HardwareOptions
+from ncclparse.formatting import series_label
 from ncclparse.health.rules import DEFAULT_RULES, VerdictPolicy
 from ncclparse.health.verdict import Finding, Level, Verdict, judge_run
 from ncclparse.report import plots
@@ -40,7 +41,7 @@ from ncclparse.report.page import (
     RunReport,
     SizeRow,
 )
-from ncclparse.schema import SCHEMA_VERSION
+from ncclparse.schema import BLOCK_KEYS, SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from ncclparse.health.check import CheckResult
@@ -61,7 +62,6 @@ __all__ = [
     "build_context",
 ]
 
-_BLOCK_KEYS = ["collective", "dtype", "redop", "root", "nranks"]
 _OVERLAY_LIMIT = 10  # more lines than this are a tangle; the table lists all
 
 
@@ -87,7 +87,7 @@ def build_context(
     from ncclparse import __version__
 
     if analysis is None:
-        analysis = analyze(result.measurements, hardware)
+        analysis = analyze(result.measurements, hardware, result.runs)
     policy = policy or DEFAULT_RULES.verdict
     rows = analysis.rows.to_pandas()
     fits = analysis.fits.to_pandas()
@@ -128,10 +128,10 @@ def _run_report(
     my_fits = fits[(fits["source"] == run["source"]) & (fits["run"] == run["run"])]
     anchor = f"run{index + 1}"
     blocks = []
-    groups = mine.groupby(_BLOCK_KEYS, dropna=False, sort=True)
+    groups = mine.groupby(list(BLOCK_KEYS), dropna=False, sort=True)
     for number, (key, group) in enumerate(groups, start=1):
         block_fits = my_fits
-        for column, value in zip(_BLOCK_KEYS, key, strict=True):
+        for column, value in zip(BLOCK_KEYS, key, strict=True):
             block_fits = block_fits[_same(block_fits[column], value)]
         blocks.append(_block(f"{anchor}-{number}", key, group, block_fits))
     devices = Counter(d for d in run["devices"] if d)
@@ -159,9 +159,10 @@ def _run_report(
 def _block(
     anchor: str, key: tuple[Any, ...], rows: pd.DataFrame, fits: pd.DataFrame
 ) -> Block:
-    collective, dtype, redop, root, nranks = (_value(v) for v in key)
+    values = {k: _value(v) for k, v in zip(BLOCK_KEYS, key, strict=True)}
+    collective = values["collective"]
     # groupby hands integer keys back as floats when the column has nulls.
-    root, nranks = (None if v is None else int(v) for v in (root, nranks))
+    nranks = None if values["nranks"] is None else int(values["nranks"])
     rows = rows.sort_values(["size_bytes", "placement"], ascending=[True, False])
     # Every other size is shaded in the table, so both placements of a size pair up.
     stripes = {s: i % 2 == 1 for i, s in enumerate(sorted(set(rows["size_bytes"])))}
@@ -172,9 +173,6 @@ def _block(
     chosen = fits[fits["placement"] == (largest.placement if largest else "")]
     fit = chosen.to_dict("records")[0] if not chosen.empty else {}
     crossover = _number(fit.get("crossover_bytes"))
-    parts = [collective or "unknown collective", dtype, redop]
-    parts += [f"root {root}" if root is not None else None]
-    parts += [f"{nranks} ranks" if nranks is not None else None]
     charts = _charts(anchor, rows, fits, crossover)
     with_busbw = [r for r in size_rows if r.busbw_calc_gbps is not None]
     peak = max(with_busbw, key=lambda r: r.busbw_calc_gbps or 0.0, default=None)
@@ -186,7 +184,7 @@ def _block(
     )
     return Block(
         anchor=anchor,
-        title=" · ".join(str(p) for p in parts if p is not None),
+        title=series_label(values),
         collective=collective or "unknown",
         nranks=nranks,
         rows=size_rows,
@@ -194,6 +192,7 @@ def _block(
         peak=peak,
         alpha_us=_number(fit.get("alpha_us")),
         beta_gbps=_number(fit.get("beta_gbps")),
+        beta_busbw_gbps=_number(fit.get("beta_busbw_gbps")),
         crossover_bytes=crossover,
         fit_class=_value(fit.get("fit_class")),
         median_error_pct=_number(fit.get("median_error_pct")),

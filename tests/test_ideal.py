@@ -1,0 +1,114 @@
+"""The ideal of every bound, tested on physics: a sweep whose plateau runs at the
+ideal's line rate is judged ~100 % and healthy; at half of it, it is flagged.
+
+Each sweep is T(n) = 20 µs + factor x n / rate: its busbw approaches ``rate`` at the
+largest sizes, as a fabric at that rate would print it. The ideals, by hand, for the
+h100 profile (B = 450 GB/s per GPU, I = 8 x 50 GB/s per node, one NIC per GPU):
+"""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from ncclparse.collectives import TABLE, BusbwKind
+from ncclparse.efficiency import HardwareOptions, analyze, ideal_bandwidth
+from ncclparse.health.rules import VerdictPolicy
+from ncclparse.health.verdict import judge_run
+from ncclparse.schema import measurements_table
+
+SIZES = [2**k for k in range(3, 35)]  # 8 B to 16 GiB
+CASES = [
+    # collective, ranks, nodes, profile, ideal busbw (GB/s) and its arithmetic
+    ("all_reduce", 8, 1, "h100", 450.0),  # one node: B
+    ("all_reduce", 16, 2, "h100", 450 * 15 / 14),  # min(400*15*2/16=750, 482.1)
+    ("all_reduce", 2, 2, "h100", 50.0),  # one GPU per node reaches one NIC: I = 50
+    ("all_reduce", 8, 2, "h100", 200 * 7 * 2 / 8),  # 4 GPUs reach 4 NICs: I = 200
+    ("all_gather", 16, 2, "h100", 450 * 15 / 14),  # ring class, as all_reduce
+    ("reduce_scatter", 16, 2, "h100", 450 * 15 / 14),
+    ("alltoall", 8, 1, "h100", 450.0),  # one node: B
+    ("alltoall", 16, 2, "h100", 400 * 15 / (8 * 8)),  # I(N-1)/(P(N-P)) = 93.75
+    ("sendrecv", 16, 2, "h100", 50.0),  # one GPU's NIC crosses the boundary
+    ("sendrecv", 8, 1, "h100", 450.0),
+    ("broadcast", 16, 2, "h100", 400.0),  # min(I, B)
+    ("reduce", 16, 2, "h100", 400.0),
+    ("gather", 16, 2, "h100", 500.0),  # min(I(N-1)/(N-P) = 750, B + g = 500)
+    ("scatter", 16, 2, "h100", 500.0),
+    ("all_reduce", 2, 1, "mi300x", 64.0),  # mesh: 2 GPUs share one 64 GB/s link
+    ("all_reduce", 8, 1, "mi300x", 7 * 64.0),  # 7 links each
+    ("alltoall", 4, 1, "mi300x", 3 * 64.0),
+]
+
+
+def _sweep(collective: str, ranks: int, nodes: int, rate: float) -> pa.Table:
+    kind = TABLE[collective].busbw
+    factor = {
+        BusbwKind.REDUCE_ALL: 2 * (ranks - 1) / ranks,
+        BusbwKind.GATHER_ALL: (ranks - 1) / ranks,
+        BusbwKind.ONE: 1.0,
+    }[kind]
+    n = len(SIZES)
+    table = measurements_table(
+        {
+            "source": ["x.log"] * n,
+            "run": [0] * n,
+            "line": list(range(1, n + 1)),
+            "tool": ["nccl-tests"] * n,
+            "collective": [collective] * n,
+            "placement": ["out-of-place"] * n,
+            "size_bytes": SIZES,
+            "reported_bytes": SIZES,
+            "dtype": ["float32"] * n,
+            "redop": ["sum"] * n,
+            "time_us": [20.0 + factor * s / (rate * 1e3) for s in SIZES],
+            "nranks": [ranks] * n,
+            "nnodes": [nodes] * n,
+            "cputime": [False] * n,
+            "grouped": [False] * n,
+        }
+    )
+    return table
+
+
+def _judge(
+    collective: str, ranks: int, nodes: int, profile: str, rate: float
+) -> tuple[float, str, str]:
+    analysis = analyze(
+        _sweep(collective, ranks, nodes, rate), HardwareOptions(profile=profile)
+    )
+    rows = analysis.rows.to_pandas()
+    run = {"status": "complete", "rows": len(rows), "errors": [], "last_line": 40}
+    verdict = judge_run(run, rows, VerdictPolicy())
+    return float(rows["ideal_busbw_gbps"].iloc[-1]), verdict.label, verdict.headline
+
+
+@pytest.mark.parametrize(("collective", "ranks", "nodes", "profile", "ideal"), CASES)
+def test_line_rate_is_healthy(
+    collective: str, ranks: int, nodes: int, profile: str, ideal: float
+) -> None:
+    got, label, headline = _judge(collective, ranks, nodes, profile, ideal)
+    assert got == pytest.approx(ideal, rel=1e-9)
+    assert label == "OK", headline
+    efficiency = float(headline.split("healthy: ")[1].split(" %")[0])
+    # The plateau includes sizes a little below the peak: ~99 %, never above.
+    assert 99.0 <= efficiency <= 100.0
+
+
+@pytest.mark.parametrize(("collective", "ranks", "nodes", "profile", "ideal"), CASES)
+def test_half_rate_is_flagged(
+    collective: str, ranks: int, nodes: int, profile: str, ideal: float
+) -> None:
+    _, label, headline = _judge(collective, ranks, nodes, profile, ideal / 2)
+    assert label in ("CHECK", "FAIL"), headline
+    efficiency = float(headline.split("below ideal: ")[1].split(" %")[0])
+    assert 49.0 <= efficiency <= 50.0
+    assert _judge(collective, ranks, nodes, profile, ideal * 0.6)[1] == "CHECK"
+    assert _judge(collective, ranks, nodes, profile, ideal / 3)[1] == "FAIL"
+
+
+def test_aiboosters_worked_example() -> None:
+    """The AIBooster documentation's example: B 450, I 100, 8 GPUs x 2 nodes."""
+    found = ideal_bandwidth("450GB/s", "100GB/s", gpus_per_node=8, nodes=2)
+    assert found.ideal_busbw_gbps == pytest.approx(187.5)
+    assert found.intra_term_gbps == pytest.approx(450 * 15 / 14)
+    assert found.bound == "inter"
