@@ -401,3 +401,26 @@ def test_hardware_latency_needs_a_unit(runner: CliRunner) -> None:
     assert result.stderr.endswith(
         "Error: time '2' has no unit: write e.g. 2us, 1.5ms or 0.1s\n"
     )
+
+
+def test_report_with_the_real_nics_judges_the_example(
+    runner: CliRunner, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/efficiency.md section 4: GCP A3 Mega's 8 x 200 Gb/s NICs give an ideal of
+    min(200 x 15 x 2 / 16, 450 x 15 / 14) = 375 GB/s; the plateau's median busbw 330.6
+    is 88.2 % of it. Without hardware figures the same run is a NOTE."""
+    monkeypatch.chdir(Path(__file__).parent.parent)
+    example = "examples/all_reduce_16rank_2node_h100.log"
+    args = ["report", example, "--format", "md", "-q"]
+    judged = runner.invoke(cli, [*args, "--profile", "gcp-a3-mega"])
+    assert judged.exit_code == 0, judged.output
+    assert (
+        "| ✓ OK | examples/all\\_reduce\\_16rank\\_2node\\_h100.log (run 1) | all\\_reduce "
+        "| 16 | 2 | NVIDIA H100 80GB HBM3 | healthy: 88.2 % of the ideal on the plateau, "
+        "2 GiB to 8 GiB (median busbw 330.6 GB/s of 375.0 GB/s) |"
+    ) in judged.output.splitlines()
+    unjudged = runner.invoke(cli, args)
+    assert (
+        "| i NOTE | examples/all\\_reduce\\_16rank\\_2node\\_h100.log"
+        in unjudged.output
+    )
