@@ -116,7 +116,7 @@ def test_bandwidth_plot_labels_sizes_and_regions(
         "message size",
         "bus bandwidth (GB/s)",
         "latency-bound",
-        "n* = 20.4 MiB, bandwidth-bound",
+        "bandwidth-bound",
         "measured, out-of-place",
         "measured, in-place",
         "ideal (AIBooster)",

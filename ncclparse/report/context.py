@@ -173,7 +173,7 @@ def _block(
     chosen = fits[fits["placement"] == (largest.placement if largest else "")]
     fit = chosen.to_dict("records")[0] if not chosen.empty else {}
     crossover = _number(fit.get("crossover_bytes"))
-    charts = _charts(anchor, rows, fits, crossover)
+    charts = _charts(anchor, rows, fits, _regime_boundary(rows))
     with_busbw = [r for r in size_rows if r.busbw_calc_gbps is not None]
     peak = max(with_busbw, key=lambda r: r.busbw_calc_gbps or 0.0, default=None)
     bound = [r for r in size_rows if r.regime == "bandwidth-bound" and r.efficiency]
@@ -200,6 +200,20 @@ def _block(
         worst=tuple(sorted(bound, key=lambda r: r.efficiency or 0.0)[:3]),
         notes=tuple(sorted(notes)),
     )
+
+
+def _regime_boundary(rows: pd.DataFrame) -> float | None:
+    """Where the charts' latency-bound shading ends: between the largest latency-bound
+    size and the next bandwidth-bound one (geometric mean), as the rows' regime says."""
+    sizes = rows[rows["size_bytes"] > 0]
+    latency = sizes[sizes["regime"] == "latency-bound"]["size_bytes"]
+    if latency.empty:
+        return None
+    last = float(latency.max())
+    above = sizes[(sizes["regime"] == "bandwidth-bound") & (sizes["size_bytes"] > last)]
+    if above.empty:
+        return last * 2
+    return math.sqrt(last * float(above["size_bytes"].min()))
 
 
 def _charts(

@@ -108,7 +108,8 @@ def size_axis(ax: Axes, sizes: pd.Series) -> None:
 
 
 def regions(ax: Axes, crossover: float | None, sizes: pd.Series) -> None:
-    """Shade the latency-bound sizes and mark the crossover n* = alpha*beta."""
+    """Shade the latency-bound sizes, below ``crossover`` (the size where the rows'
+    regime turns bandwidth-bound), and mark where the bandwidth-bound sizes start."""
     if crossover is None or math.isnan(crossover) or sizes.empty or crossover <= 0:
         return
     left, right = ax.get_xlim()
@@ -132,7 +133,7 @@ def regions(ax: Axes, crossover: float | None, sizes: pd.Series) -> None:
         ax.text(
             crossover * 1.1,
             1.01,
-            f"n* = {format_bytes(crossover)}, bandwidth-bound",
+            "bandwidth-bound",
             transform=ax.get_xaxis_transform(),
             va="bottom",
             ha="left",
