@@ -11,7 +11,15 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ncclparse.cli.options import command_line, exit_on, hardware_options, parse_inputs
+from ncclparse.cli.options import (
+    INPUTS,
+    OUTPUT_FILE,
+    QUIET,
+    command_line,
+    exit_on,
+    hardware_options,
+    parse_inputs,
+)
 
 if TYPE_CHECKING:
     from ncclparse.efficiency import HardwareOptions
@@ -49,14 +57,13 @@ _TAG = click.option(
     callback=_tags_option,
     help="key=value (repeatable), e.g. cluster=a. check: history rows must have them.",
 )
-_OUT = click.Path(dir_okay=False, path_type=Path)
 
 
 @click.command()
-@click.argument("inputs", nargs=-1, type=str)
+@INPUTS
 @click.option(
     "--rules",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OUTPUT_FILE,
     callback=_rules_option,
     help="TOML rules file (docs/check-json.md). Default: built-in rules.",
 )
@@ -67,18 +74,20 @@ _OUT = click.Path(dir_okay=False, path_type=Path)
     help="History dataset (from `ingest`) to judge against.",
 )
 @_TAG
-@click.option("--junit", type=_OUT, help="Write JUnit XML here.")
-@click.option("--json", "json_path", type=_OUT, help="Write JSON here.")
-@click.option("--prometheus", type=_OUT, help="Write a Prometheus textfile here.")
-@click.option("--markdown", type=_OUT, help="Write a Markdown summary here.")
+@click.option("--junit", type=OUTPUT_FILE, help="Write JUnit XML here.")
+@click.option("--json", "json_path", type=OUTPUT_FILE, help="Write JSON here.")
+@click.option(
+    "--prometheus", type=OUTPUT_FILE, help="Write a Prometheus textfile here."
+)
+@click.option("--markdown", type=OUTPUT_FILE, help="Write a Markdown summary here.")
 @click.option(
     "--report",
     "report_path",
-    type=_OUT,
+    type=OUTPUT_FILE,
     help="Write the HTML report here, with the failed cases and slow hosts.",
 )
 @click.option("-v", "--verbose", is_flag=True, help="Print passing cases too.")
-@click.option("-q", "--quiet", is_flag=True, help="No per-input summary on stderr.")
+@QUIET
 @hardware_options
 def check(
     inputs: tuple[str, ...],
@@ -145,7 +154,7 @@ def check(
 
 
 @click.command()
-@click.argument("inputs", nargs=-1, type=str)
+@INPUTS
 @click.option(
     "--history",
     "history_dir",
@@ -159,7 +168,7 @@ def check(
     type=click.DateTime(formats=["%Y-%m-%d"]),
     help="Partition date (default: today, UTC).",
 )
-@click.option("-q", "--quiet", is_flag=True, help="No per-input summary on stderr.")
+@QUIET
 def ingest(
     inputs: tuple[str, ...],
     history_dir: Path,
@@ -188,7 +197,7 @@ def ingest(
 @click.command()
 @click.argument("baseline")
 @click.argument("candidate")
-@click.option("-o", "--output", type=_OUT, help="Write here (default: stdout).")
+@click.option("-o", "--output", type=OUTPUT_FILE, help="Write here (default: stdout).")
 @click.option(
     "--format",
     "fmt",

@@ -24,6 +24,12 @@ if TYPE_CHECKING:
 
 EXIT_BAD_INPUT = 1  # an input could not be read or recognised (others still written)
 TABLE_FORMAT = click.Choice(["parquet", "arrow", "csv", "jsonl"])
+OUTPUT_FILE = click.Path(dir_okay=False, path_type=Path)
+# The option bundles every command that reads logs shares.
+INPUTS = click.argument("inputs", nargs=-1, type=str)
+QUIET = click.option(
+    "-q", "--quiet", is_flag=True, help="No per-input summary on stderr."
+)
 _HARDWARE = ("profile", "intra_bw", "inter_bw", "gpus_per_node", "nodes", "hw_latency")
 
 

@@ -8,6 +8,9 @@ from typing import TYPE_CHECKING, Literal
 import click
 
 from ncclparse.cli.options import (
+    INPUTS,
+    OUTPUT_FILE,
+    QUIET,
     command_line,
     exit_on,
     hardware_options,
@@ -20,11 +23,11 @@ if TYPE_CHECKING:
 
 
 @click.command()
-@click.argument("inputs", nargs=-1, type=str)
+@INPUTS
 @click.option(
     "-o",
     "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OUTPUT_FILE,
     help="Write the report here. Default: standard output when it is not a "
     "terminal, else ncclparse-report.html (.md) here, whose path is printed.",
 )
@@ -41,7 +44,7 @@ if TYPE_CHECKING:
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="Use templates from this directory first (report.html, summary.md, ...).",
 )
-@click.option("-q", "--quiet", is_flag=True, help="No per-input summary on stderr.")
+@QUIET
 @hardware_options
 def report(
     inputs: tuple[str, ...],

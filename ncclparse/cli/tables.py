@@ -9,6 +9,9 @@ from typing import TYPE_CHECKING
 import click
 
 from ncclparse.cli.options import (
+    INPUTS,
+    OUTPUT_FILE,
+    QUIET,
     TABLE_FORMAT,
     exit_on,
     hardware_options,
@@ -21,24 +24,24 @@ if TYPE_CHECKING:
 
 
 @click.command()
-@click.argument("inputs", nargs=-1, type=str)
+@INPUTS
 @click.option(
     "-o",
     "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OUTPUT_FILE,
     help="Write the measurements table here (.parquet, .arrow, .csv, .jsonl). "
     "Default: CSV on standard output.",
 )
 @click.option(
     "--runs",
     "runs_output",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OUTPUT_FILE,
     help="Also write the runs table here (same formats).",
 )
 @click.option(
     "--format", "fmt", type=TABLE_FORMAT, help="Output format (default: by extension)."
 )
-@click.option("-q", "--quiet", is_flag=True, help="No per-input summary on stderr.")
+@QUIET
 def parse(
     inputs: tuple[str, ...],
     output: Path | None,
@@ -69,23 +72,23 @@ def parse(
 
 
 @click.command()
-@click.argument("inputs", nargs=-1, type=str)
+@INPUTS
 @click.option(
     "-o",
     "--output",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OUTPUT_FILE,
     help="Write the analysed measurements here (default: CSV on stdout).",
 )
 @click.option(
     "--fits",
     "fits_output",
-    type=click.Path(dir_okay=False, path_type=Path),
+    type=OUTPUT_FILE,
     help="Also write the per-series alpha-beta fits here.",
 )
 @click.option(
     "--format", "fmt", type=TABLE_FORMAT, help="Output format (default: by extension)."
 )
-@click.option("-q", "--quiet", is_flag=True, help="No per-input summary on stderr.")
+@QUIET
 @hardware_options
 def analyze(
     inputs: tuple[str, ...],

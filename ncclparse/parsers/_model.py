@@ -7,13 +7,15 @@ them into the columns of the ``measurements`` and ``runs`` tables (schema.py).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
 
 from ncclparse import schema
+
+from ._lines import Line
 
 # Kinds of input line for the accounting rule of schema.md: every line is one of these.
 LINE_KINDS = (
@@ -226,8 +228,19 @@ class Collector:
             column.append(values[name])
 
 
-def emit_in_order(runs: list[Run], emit: Callable[[Run], None]) -> None:
-    """Hand ``runs`` to ``emit`` in source order (by first line): for parsers that
-    finish their runs only at the end of the input."""
-    for run in sorted(runs, key=lambda r: r.first_line):
-        emit(run)
+def parse_at_end(
+    read: Callable[[Iterable[Line], str], tuple[list[Run], Counter[str]]],
+) -> Callable[[Iterable[Line], str, Callable[[Run], None]], Counter[str]]:
+    """The parser contract (``ncclparse.parsers.Parser.parse``) for a parser that
+    finishes its runs only at the end of the input: ``read`` returns them and the
+    accounting; they go to ``emit`` in source order (by first line)."""
+
+    def parse(
+        lines: Iterable[Line], source: str, emit: Callable[[Run], None]
+    ) -> Counter[str]:
+        runs, accounting = read(lines, source)
+        for run in sorted(runs, key=lambda r: r.first_line):
+            emit(run)
+        return accounting
+
+    return parse

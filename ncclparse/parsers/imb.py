@@ -15,14 +15,14 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ncclparse.schema import RunStatus
 
 from . import _impi
 from ._lines import Line
-from ._model import Run, emit_in_order
+from ._model import Run, parse_at_end
 from ._sizes import REDUCING, imb_size_bytes
 from ._table_row import read_table_row
 
@@ -291,11 +291,5 @@ def _collective(benchmark: str) -> str:
     return _CANONICAL.get(name, name)
 
 
-def parse(
-    lines: Iterable[Line], source: str, emit: Callable[[Run], None]
-) -> Counter[str]:
-    """The parser contract (:class:`ncclparse.parsers.Parser`): runs to ``emit`` in
-    source order, the line accounting returned."""
-    runs, accounting = _read(lines, source)
-    emit_in_order(runs, emit)
-    return accounting
+# The parser contract (ncclparse.parsers.Parser): runs reach emit at the end.
+parse = parse_at_end(_read)

@@ -17,12 +17,12 @@ import re
 import shlex
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._lines import Line
-from ._model import Run, emit_in_order
+from ._model import Run, parse_at_end
 from ._nccl_infer import infer_collective, infer_ranks, names_in
 from ._nccl_layout import DTYPES, NOT_A_REDOP
 from ._nccl_lines import BINARY_NAMES, nccl_code
@@ -356,14 +356,8 @@ def _read(lines: Iterable[Line], source: str) -> tuple[list[Run], Counter[str]]:
     return reader.parse(), Counter(reader.kinds.values())
 
 
-def parse(
-    lines: Iterable[Line], source: str, emit: Callable[[Run], None]
-) -> Counter[str]:
-    """The parser contract (:class:`ncclparse.parsers.Parser`): runs to ``emit`` in
-    source order, the line accounting returned."""
-    runs, accounting = _read(lines, source)
-    emit_in_order(runs, emit)
-    return accounting
+# The parser contract (ncclparse.parsers.Parser): runs reach emit at the end.
+parse = parse_at_end(_read)
 
 
 __all__ = ["NAME", "READS_SKIPPED", "parse", "sniff"]

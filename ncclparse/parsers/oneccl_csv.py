@@ -13,13 +13,13 @@ own time and give one row per collective. The CSV has no footer: a run is
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 from ncclparse.schema import DTYPE_BYTES
 
 from ._lines import Line
-from ._model import Run, emit_in_order
+from ._model import Run, parse_at_end
 from ._sizes import REDUCING, oneccl_size_bytes
 from .oneccl import COLLECTIVE_NAMES, DTYPE_NAMES, ROOTED, TOOL
 
@@ -185,11 +185,5 @@ def _flush(run: Run, group: list[dict[str, Any]]) -> None:
     group.clear()
 
 
-def parse(
-    lines: Iterable[Line], source: str, emit: Callable[[Run], None]
-) -> Counter[str]:
-    """The parser contract (:class:`ncclparse.parsers.Parser`): runs to ``emit`` in
-    source order, the line accounting returned."""
-    runs, accounting = _read(lines, source)
-    emit_in_order(runs, emit)
-    return accounting
+# The parser contract (ncclparse.parsers.Parser): runs reach emit at the end.
+parse = parse_at_end(_read)
