@@ -58,8 +58,27 @@ def run_metadata(run: dict[str, Any]) -> tuple[tuple[str, str], ...]:
             run["avg_busbw_gbps"] and f"{run['avg_busbw_gbps']} GB/s",
         ),
         ("out of bounds values", run["oob_values"]),
+        ("GPUs per node (NCCL)", run.get("local_ranks")),
+        ("network (NCCL)", _network(run)),
+        ("GPUDirect RDMA", _yes_no(run.get("gdr"))),
+        ("NVLS", _yes_no(run.get("nvls"))),
+        ("CollNet", _yes_no(run.get("collnet"))),
     ]
     return tuple((k, str(v)) for k, v in pairs if v not in (None, ""))
+
+
+def _network(run: dict[str, Any]) -> str | None:
+    """"IB, 8 NICs: mlx5_0, mlx5_1, ..." from what NCCL's INFO lines said."""
+    net, nics = run.get("net"), run.get("nics") or []
+    if not net and not nics:
+        return None
+    shown = ", ".join(nics[:4]) + (", ..." if len(nics) > 4 else "")
+    count = f"{len(nics)} NIC{'s' * (len(nics) != 1)}: {shown}" if nics else ""
+    return ", ".join(p for p in (net, count) if p)
+
+
+def _yes_no(value: object) -> str | None:
+    return None if value is None else ("yes" if value else "no")
 
 
 def _tally(values: list[str], limit: int = 8) -> str:
