@@ -68,7 +68,7 @@ def run_metadata(run: dict[str, Any]) -> tuple[tuple[str, str], ...]:
 
 
 def _network(run: dict[str, Any]) -> str | None:
-    """"IB, 8 NICs: mlx5_0, mlx5_1, ..." from what NCCL's INFO lines said."""
+    """ "IB, 8 NICs: mlx5_0, mlx5_1, ..." from what NCCL's INFO lines said."""
     net, nics = run.get("net"), run.get("nics") or []
     if not net and not nics:
         return None
