@@ -112,3 +112,59 @@ def test_aiboosters_worked_example() -> None:
     assert found.ideal_busbw_gbps == pytest.approx(187.5)
     assert found.intra_term_gbps == pytest.approx(450 * 15 / 14)
     assert found.bound == "inter"
+
+
+def _runs(net: str | None, nics: list[str]) -> pa.Table:
+    """A runs table with what NCCL's INFO lines said of the network (schema.md)."""
+    return pa.table(
+        {
+            "source": ["x.log"],
+            "run": pa.array([0], pa.int32()),
+            "net": [net],
+            "nics": [nics],
+            "gdr": [True],
+            "local_ranks": pa.array([None], pa.int32()),
+        }
+    )
+
+
+@pytest.mark.parametrize(
+    ("net", "nics", "ideal"),
+    [
+        # NCCL uses 4 of the node's NICs: 8 GPUs reach 4 x 50, ring 200*15*2/16 = 375.
+        ("IB", ["mlx5_0", "mlx5_1", "mlx5_2", "mlx5_3"], 375.0),
+        # Sockets are not the profile's RDMA NICs: the profile's 8 x 50 stands.
+        ("Socket", ["eth0"], 450 * 15 / 14),
+        (None, [], 450 * 15 / 14),
+    ],
+)
+def test_the_logs_nic_count_replaces_the_profiles(
+    net: str | None, nics: list[str], ideal: float
+) -> None:
+    rows = analyze(
+        _sweep("all_reduce", 16, 2, 100.0),
+        HardwareOptions(profile="h100"),
+        _runs(net, nics),
+    ).rows
+    assert rows.column("ideal_busbw_gbps")[-1].as_py() == pytest.approx(ideal)
+
+
+def test_a_socket_fallback_between_nodes_is_named() -> None:
+    rows = analyze(
+        _sweep("all_reduce", 16, 2, 400.0), HardwareOptions(profile="h100")
+    ).rows
+    run = {
+        "status": "complete",
+        "rows": rows.num_rows,
+        "errors": [],
+        "last_line": 40,
+        "net": "Socket",
+        "nics": ["eth0"],
+        "nnodes": 2,
+    }
+    verdict = judge_run(run, rows.to_pandas(), VerdictPolicy())
+    assert verdict.label == "CHECK"
+    assert verdict.headline == (
+        "NCCL moved data between nodes over TCP sockets (eth0), not RDMA: expected "
+        "only where the nodes have no InfiniBand/RoCE/EFA"
+    )

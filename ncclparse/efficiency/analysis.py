@@ -329,7 +329,10 @@ def _run_topology(
     facts: dict[tuple[str, int], tuple[float, float, float]] = {}
     names = set(runs.column_names)
     for run in runs.to_pylist():
-        nics = len(run["nics"]) if "nics" in names and run["nics"] else np.nan
+        # Only NICs of an RDMA transport stand for the profile's NICs; a socket
+        # fallback's interfaces do not (the verdict names that fallback).
+        rdma = run.get("net") not in (None, "Socket")
+        nics = len(run["nics"]) if "nics" in names and run["nics"] and rdma else np.nan
         local = run.get("local_ranks") if "local_ranks" in names else None
         gdr = run.get("gdr") if "gdr" in names else None
         facts[(run["source"], run["run"])] = (

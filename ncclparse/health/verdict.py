@@ -132,6 +132,16 @@ def judged_rows(block: pd.DataFrame) -> pd.DataFrame:
 
 def _status(run: Mapping[str, Any]) -> list[Finding]:
     found = []
+    if run.get("net") == "Socket" and (run.get("nnodes") or 0) > 1:
+        nics = ", ".join(run.get("nics") or []) or "unnamed interfaces"
+        found.append(
+            Finding(
+                "warn",
+                f"NCCL moved data between nodes over TCP sockets ({nics}), not RDMA: "
+                "expected only where the nodes have no InfiniBand/RoCE/EFA",
+                "status",
+            )
+        )
     if run["status"] == "failed":
         errors = run["errors"]
         first = errors[0] if errors else "no error text"
