@@ -44,6 +44,18 @@ def markdown_text(value: object) -> Markup:
     return Markup(formatting.markdown_escape(value))
 
 
+def _shipped_templates() -> jinja2.BaseLoader:
+    """Our templates: installed as ``ncclparse.templates``, or, in a source tree that is
+    imported without being installed (an unpacked sdist running its tests), the
+    top-level ``templates/`` beside the package."""
+    try:
+        return jinja2.PackageLoader("ncclparse.templates", "")
+    except (ModuleNotFoundError, ValueError):
+        return jinja2.FileSystemLoader(
+            Path(__file__).resolve().parents[2] / "templates"
+        )
+
+
 @functools.cache
 def environment(template_dir: Path | None = None) -> jinja2.Environment:
     """The Jinja environment: ``template_dir`` first (a site's own), then ours.
@@ -54,7 +66,7 @@ def environment(template_dir: Path | None = None) -> jinja2.Environment:
     loaders: list[jinja2.BaseLoader] = []
     if template_dir is not None:
         loaders.append(jinja2.FileSystemLoader(template_dir))
-    loaders.append(jinja2.PackageLoader("ncclparse.templates", ""))
+    loaders.append(_shipped_templates())
     env = jinja2.Environment(
         loader=jinja2.ChoiceLoader(loaders),
         autoescape=True,
