@@ -18,9 +18,13 @@ from ncclparse.errors import SchemaError
 #   1 - first release: measurements + runs as documented in schema.md.
 #       Columns added after the documented set (additions do not bump the version):
 #       measurements: wrong_kind, cputime, time_p99_us, timestamp, grouped;
-#       runs: command, oob_ok, avg_busbw_ok.
+#       runs: command, oob_ok, avg_busbw_ok, net, nics, gdr, nvls, collnet,
+#       local_ranks.
 SCHEMA_VERSION = 1
 VERSION_KEY = b"ncclparse.schema_version"
+# Additions newer than tables already written: a table without them (from an earlier
+# ncclparse) still conforms, and gets them as nulls (empty lists for `nics`).
+ADDED_LATER = frozenset({"net", "nics", "gdr", "nvls", "collnet", "local_ranks"})
 
 MEASUREMENT_FIELDS: tuple[pa.Field[pa.DataType], ...] = (
     pa.field("source", pa.string(), nullable=False),
@@ -92,6 +96,14 @@ RUN_FIELDS: tuple[pa.Field[pa.DataType], ...] = (
     pa.field(
         "avg_busbw_ok", pa.bool_()
     ),  # OK / FAILED after the average (NCCL_TESTS_MIN_BW)
+    # What NCCL_DEBUG=INFO lines state about the topology (schema.md): the network
+    # transport, its NICs on one host, GPUDirect RDMA, NVLS, CollNet, GPUs per node.
+    pa.field("net", pa.string()),
+    pa.field("nics", pa.list_(pa.string()), nullable=False),
+    pa.field("gdr", pa.bool_()),
+    pa.field("nvls", pa.bool_()),
+    pa.field("collnet", pa.bool_()),
+    pa.field("local_ranks", pa.int32()),
 )
 
 
@@ -201,6 +213,8 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
             f"this version reads schema {SCHEMA_VERSION}: upgrade ncclparse"
         )
     for field in schema:
+        if field.name not in table.column_names and field.name in ADDED_LATER:
+            table = table.append_column(field, _empty_column(field, table.num_rows))
         if field.name not in table.column_names:
             raise SchemaError(f"column {field.name!r} is missing")
         column = table.column(field.name)
@@ -217,6 +231,14 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
         metadata=arrow_metadata(meta, schema.metadata),
     )
     return ordered.cast(target)
+
+
+def _empty_column(field: pa.Field[pa.DataType], rows: int) -> pa.Array[Any]:
+    """Nulls for ``field``, or empty lists where it may not be null."""
+    empty: list[Any] | None = (
+        [] if pa.types.is_list(field.type) and not field.nullable else None
+    )
+    return pa.array([empty] * rows, type=field.type)
 
 
 def _same_type(found: pa.DataType, expected: pa.DataType) -> bool:

@@ -102,6 +102,13 @@ def test_complete_run_fields() -> None:
         "command": "./build/all_reduce_perf -b 8M -e 32M -f 2 -g 4 -J /results/ar.json",
         "oob_ok": True,
         "avg_busbw_ok": None,  # "unchecked": NCCL_TESTS_MIN_BW not set
+        # The JSON output states nothing of NCCL's topology.
+        "net": None,
+        "nics": [],
+        "gdr": None,
+        "nvls": None,
+        "collnet": None,
+        "local_ranks": None,
     }
 
 

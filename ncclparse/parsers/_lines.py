@@ -10,6 +10,8 @@ from typing import IO, NamedTuple, cast
 
 from ncclparse.errors import InputError
 
+from ._nccl_topology import Facts, holds_facts, scan
+
 # Launchers and log collectors put these before every line; they are not part of the
 # benchmark's output (schema.md: stripped before reading, `line` unchanged).
 _PREFIXES = re.compile(
@@ -38,6 +40,7 @@ class Skipped(NamedTuple):
 
     lines: int  # how many (not `count`: that would hide tuple.count)
     last: int  # number of the last of them
+    topology: Facts | None = None  # the topology facts they state, if any
 
 
 def strip_prefix(text: str) -> tuple[str, str | None]:
@@ -96,6 +99,11 @@ def without_nccl_debug(handle: IO[str], first: int) -> Iterator[Line | Skipped]:
     noise, so it is counted in bulk instead of being read: with NCCL_DEBUG=INFO such
     lines are 95 % of a log. Blocks are split exactly as line iteration would split
     them (newline=""), so numbering and line ends are the same as :func:`numbered`.
+
+    The few of them that state the topology (network, NICs, GDR, NVLS, CollNet, local
+    ranks) are not read one by one either: one regular-expression pass over the block
+    (literal prefix, C speed) tells whether it has any, and only then each run of
+    skipped lines is scanned as one text; its facts ride on its :class:`Skipped`.
     """
     number = first - 1
     carry = ""
@@ -107,25 +115,33 @@ def without_nccl_debug(handle: IO[str], first: int) -> Iterator[Line | Skipped]:
         kept = [
             i
             for i, raw in enumerate(raws)
-            if raw[:1] in _READ_FIRST
+            if raw[0] in _READ_FIRST  # readlines() gives no empty line
             or (" NCCL INFO " not in raw and " NCCL WARN " not in raw)
             or "version" in raw
             or "ailure" in raw
             or "imeout" in raw
             or "_perf" in raw
         ]
+        facts = holds_facts(block, cut)
         previous = -1
         for i in kept:
             if i - previous > 1:
-                yield Skipped(i - previous - 1, number + i)
+                topology = _facts(raws, previous + 1, i) if facts else None
+                yield Skipped(i - previous - 1, number + i, topology)
             yield _line(number + i + 1, raws[i])
             previous = i
         if len(raws) - previous > 1:
-            yield Skipped(len(raws) - previous - 1, number + len(raws))
+            topology = _facts(raws, previous + 1, len(raws)) if facts else None
+            yield Skipped(len(raws) - previous - 1, number + len(raws), topology)
         number += len(raws)
     for raw in io.StringIO(carry, newline=""):
         number += 1
         yield _line(number, raw)
+
+
+def _facts(raws: list[str], start: int, end: int) -> Facts | None:
+    """The topology facts of the skipped lines ``raws[start:end]``."""
+    return scan(raws[start] if end - start == 1 else "".join(raws[start:end]))
 
 
 Source = str | Path | IO[str] | IO[bytes]

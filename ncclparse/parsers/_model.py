@@ -49,6 +49,13 @@ class Run:
     oob_ok: bool | None = None
     avg_busbw_ok: bool | None = None
     command: str | None = None
+    # What NCCL_DEBUG=INFO lines state about the topology (schema.md, "runs").
+    net: str | None = None
+    nics: list[str] = field(default_factory=list)
+    gdr: bool | None = None
+    nvls: bool | None = None
+    collnet: bool | None = None
+    local_ranks: int | None = None
     errors: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     rows: list[dict[str, Any]] = field(default_factory=list)
@@ -129,7 +136,7 @@ class Collector:
 
     def add_run(self, source: str, index: int, run: Run) -> None:
         """Append one run (the ``index``-th of its source) and its rows."""
-        for name in ("nranks", "nnodes", "oob_values"):
+        for name in ("nranks", "nnodes", "oob_values", "local_ranks"):
             if _out_of_range(name, getattr(run, name)):
                 run.warn(run.first_line, f"{name} out of range: not kept")
                 setattr(run, name, None)
@@ -223,6 +230,12 @@ class Collector:
             "command": run.command,
             "oob_ok": run.oob_ok,
             "avg_busbw_ok": run.avg_busbw_ok,
+            "net": run.net,
+            "nics": run.nics,
+            "gdr": run.gdr,
+            "nvls": run.nvls,
+            "collnet": run.collnet,
+            "local_ranks": run.local_ranks,
         }
         for name, column in self.runs.items():
             column.append(values[name])

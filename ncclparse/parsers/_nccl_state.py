@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 
 from ._model import Run
 from ._nccl_layout import Layout
+from ._nccl_topology import Topology
 
 
 @dataclass
@@ -30,6 +31,7 @@ class StreamState:
     copies: int = 1
     repeats: Counter[tuple[object, ...]] = field(default_factory=Counter)
     footers: int = 0
+    topology: Topology | None = None  # what NCCL's debug lines said, for the run
 
 
 def split_copies(run: Run, state: StreamState) -> list[Run]:
@@ -40,6 +42,7 @@ def split_copies(run: Run, state: StreamState) -> list[Run]:
             run,
             collectives=list(run.collectives),
             params=dict(run.params),
+            nics=list(run.nics),
             errors=list(run.errors),
             warnings=list(run.warnings),
         )

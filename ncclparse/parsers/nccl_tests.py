@@ -64,6 +64,7 @@ from ._nccl_state import (
     split_copies,
     worth_keeping,
 )
+from ._nccl_topology import Facts, Topology, scan_line
 from ._noise import is_command, is_noise
 
 NAME = "nccl-tests"
@@ -80,6 +81,9 @@ class _Parser:
         self.accounting: Counter[str] = Counter()
         self.pending_command: tuple[int, str] | None = None
         self.pending_version: re.Match[str] | None = None
+        # Topology facts printed while no run of the main stream was taking them:
+        # before a run starts (NCCL init precedes the table) or after one ended.
+        self.pending_topology: Topology | None = None
 
     # --- runs -------------------------------------------------------------------
     def _open(self, state: StreamState, line: int) -> Run:
@@ -97,6 +101,9 @@ class _Parser:
         state.layout, state.placements, state.old_keys = None, None, None
         state.device_index, state.elided = {}, False
         state.copies, state.repeats, state.footers = 1, Counter(), 0
+        state.topology = None
+        if state is self.states.get(None):
+            state.topology, self.pending_topology = self.pending_topology, None
         self.runs.append(run)
         return run
 
@@ -115,12 +122,20 @@ class _Parser:
         if run.status == "truncated" and run.rows:
             run.warn(run.last_line, "input ended before the footer (run truncated)")
         infer_collective(run, state.old_keys, self.source)
+        nodes = None
+        if state.topology is not None:
+            for name, value in state.topology.columns().items():
+                setattr(run, name, value)
+            nodes = state.topology.nnodes
+            state.topology = None
         runs = split_copies(run, state) if state.copies > 1 else [run]
         self.runs.extend(runs[1:])
         for each in runs:
             infer_ranks(each)
             if state.elided:
                 infer_nodes_from_elided(each, state.device_index)
+            if each.nnodes is None:
+                each.nnodes = nodes  # NCCL's `nNodes` when no Rank line tells
             for row in each.rows:
                 row["collective"] = each.collectives[0] if each.collectives else None
         state.run = None
@@ -203,6 +218,30 @@ class _Parser:
         self._flush_unread(state)
         if state.run is not None:
             state.run.last_line = skipped.last
+        if skipped.topology is not None:
+            self._topology(state, skipped.topology)
+
+    def _topology(self, state: StreamState, facts: Facts) -> None:
+        """Give topology facts to the run they are about, or keep them for the next.
+
+        A stream without a benchmark run of its own (another rank's NCCL lines) speaks
+        for the main stream's run. Facts printed once that run has ended (footer,
+        failure) or before any run wait for the next run of the main stream: NCCL
+        initialises before nccl-tests prints its table. Left over at the end of the
+        input, they go to the run whose span they are in (finish).
+        """
+        run = state.run
+        if run is None or not (state.openers or run.hosts or run.rows):
+            state = self.states.get(None) or state
+            run = state.run
+        if run is not None and run.status != "failed" and state.phase != "footer":
+            if state.topology is None:
+                state.topology = Topology()
+            state.topology.add(facts)
+        else:
+            if self.pending_topology is None:
+                self.pending_topology = Topology()
+            self.pending_topology.add(facts)
 
     def _classify(self, state: StreamState, line: Line, text: str) -> str:
         stripped = text.strip()
@@ -236,6 +275,11 @@ class _Parser:
                     self.pending_version = version  # printed before the first line
                 elif state.run.library_version is None:
                     set_library(state.run, version)
+            # A line cut by the end of input may have lost NICs: nothing is read.
+            if "CCL INFO " in stripped and line.complete:
+                facts = scan_line(stripped)
+                if facts is not None:
+                    self._topology(state, facts)
             return "noise"
         return self._structure(state, line, body, stripped)
 
@@ -490,8 +534,16 @@ class _Parser:
         state.unread = []
 
     def finish(self) -> Counter[str]:
-        for state in list(self.states.values()):
+        for key, state in list(self.states.items()):
             self._flush_unread(state)  # even in a stream with no run: opens one
+            pending = self.pending_topology
+            if key is None and state.run is not None and pending is not None:
+                # Printed after the last run ended, inside its span: its facts.
+                if state.topology is None:
+                    state.topology = pending
+                else:
+                    state.topology.merge(pending)
+                self.pending_topology = None
             self._close(state)
         # Rows whose warning names them are accounted as warned, not twice.
         self.accounting["warned"] += self.accounting.pop("warned_named", 0)
