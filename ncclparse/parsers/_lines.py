@@ -101,9 +101,10 @@ def without_nccl_debug(handle: IO[str], first: int) -> Iterator[Line | Skipped]:
     them (newline=""), so numbering and line ends are the same as :func:`numbered`.
 
     The few of them that state the topology (network, NICs, GDR, NVLS, CollNet, local
-    ranks) are not read one by one either: one regular-expression pass over the block
-    (literal prefix, C speed) tells whether it has any, and only then each run of
-    skipped lines is scanned as one text; its facts ride on its :class:`Skipped`.
+    ranks) are not read one by one either: a search of the block (a substring, then a
+    regular expression with a literal prefix: C speed) tells whether it has any, and
+    only then each run of skipped lines is scanned as one text; the facts it states
+    (not its lines) ride on its :class:`Skipped`.
     """
     number = first - 1
     carry = ""
