@@ -191,7 +191,6 @@ def _block(
         largest=largest,
         peak=peak,
         alpha_us=_number(fit.get("alpha_us")),
-        beta_gbps=_number(fit.get("beta_gbps")),
         beta_busbw_gbps=_number(fit.get("beta_busbw_gbps")),
         crossover_bytes=crossover,
         fit_class=_value(fit.get("fit_class")),

@@ -72,7 +72,7 @@ class Block:
     """One series group of a run: a collective, dtype, redop, root and rank count.
 
     ``largest`` is the row the verdict judges (largest size, out-of-place preferred);
-    ``alpha_us``/``beta_gbps`` (algbw)/``beta_busbw_gbps``/``crossover_bytes``/
+    ``alpha_us``/``beta_busbw_gbps`` (β in busbw units)/``crossover_bytes``/
     ``fit_class`` come from the fit of
     the same placement. ``worst`` are the bandwidth-bound rows furthest from ideal.
     """
@@ -85,7 +85,6 @@ class Block:
     largest: SizeRow | None
     peak: SizeRow | None
     alpha_us: float | None
-    beta_gbps: float | None
     beta_busbw_gbps: float | None
     crossover_bytes: float | None
     fit_class: str | None
