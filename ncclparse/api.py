@@ -9,8 +9,8 @@ from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from ncclparse.errors import NcclParseError
-from ncclparse.parsers import Collector, Source, open_source, parse_lines
+from ncclparse.errors import InputError, NcclParseError
+from ncclparse.parsers import Collector, Source, SpillError, open_source, parse_lines
 
 
 @dataclass(frozen=True)
@@ -73,6 +73,13 @@ def _parse_into(collector: Collector, source: Source, name: str | None) -> None:
         accounting = parse_lines(
             handle, display, lambda run: collector.add_run(display, next(numbers), run)
         )
+    except SpillError as exc:
+        raise InputError(f"{display}: {exc.strerror}") from exc
+    except OSError as exc:  # EIO, a vanished network file system, ...
+        raise InputError(
+            f"{display}: read failed: {exc.strerror or exc} (the runs that ended "
+            "before it are kept)"
+        ) from exc
     finally:
         if owned:
             handle.close()

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -120,7 +121,8 @@ def _write_jsonl(batch: pa.RecordBatch, handle: IO[bytes]) -> None:
 def read_table(path: Path) -> pa.Table:
     """Read a ``measurements`` or ``runs`` table written by :func:`write_table`.
 
-    Parquet or Arrow IPC only. Raises SchemaError when the table does not conform.
+    Parquet or Arrow IPC only. Raises SchemaError when the table does not conform,
+    InputError when the file cannot be read or is not a table of its format.
     """
     fmt = format_for(path)
     try:
@@ -132,7 +134,7 @@ def read_table(path: Path) -> pa.Table:
             raise NcclParseError(
                 f"{path}: only Parquet and Arrow IPC tables can be read back"
             )
-    except OSError as exc:
+    except (OSError, pa.ArrowException) as exc:  # ArrowInvalid: not Parquet/Arrow
         raise InputError(f"{path}: cannot read table: {exc}") from exc
     known = (
         schema.RUNS_SCHEMA
@@ -142,17 +144,23 @@ def read_table(path: Path) -> pa.Table:
     return schema.conform(table, known)
 
 
+# atomic_output's temporary files: `.<target name>.<random>.tmp`, beside the target.
+_TEMP_SUFFIX = ".tmp"
+
+
 @contextmanager
 def atomic_output(path: Path, *, binary: bool) -> Iterator[IO[Any]]:
     """Open a temporary file beside ``path``; rename it to ``path`` on success.
 
     On any error (or interruption) the temporary file is removed and ``path`` is left
-    as it was. Raises NcclParseError when the directory cannot be written.
+    as it was; only a process killed outright (SIGKILL, power loss) leaves it behind
+    (see :func:`remove_stale_temporaries`). Raises NcclParseError when the directory
+    cannot be written.
     """
     directory = path.parent if str(path.parent) else Path(".")
     try:
         fd, temp_name = tempfile.mkstemp(
-            prefix=f".{path.name}.", suffix=".tmp", dir=directory
+            prefix=f".{path.name}.", suffix=_TEMP_SUFFIX, dir=directory
         )
         # mkstemp makes the file private (0600); the output should get the mode any
         # new file gets, so that a shared report stays readable.
@@ -171,6 +179,28 @@ def atomic_output(path: Path, *, binary: bool) -> Iterator[IO[Any]]:
         if isinstance(exc, OSError):
             raise NcclParseError(f"{path}: cannot write: {exc.strerror}") from exc
         raise
+
+
+def remove_stale_temporaries(
+    directory: Path, *, older_than: float, now: float | None = None
+) -> tuple[Path, ...]:
+    """Remove the temporary files :func:`atomic_output` left in ``directory`` that
+    were not modified for ``older_than`` seconds; return those removed, sorted.
+
+    Only the caller knows that no live writer still uses them (it holds the lock
+    every writer there holds): the age is a second guard, for file systems whose
+    locks do not reach other hosts. A file that cannot be removed is left.
+    """
+    now = time.time() if now is None else now
+    removed = []
+    for path in sorted(directory.glob(f".*{_TEMP_SUFFIX}")):
+        try:
+            if path.is_file() and now - path.stat().st_mtime > older_than:
+                path.unlink()
+                removed.append(path)
+        except OSError:  # gone meanwhile, or not ours to remove
+            continue
+    return tuple(removed)
 
 
 def _umask() -> int:

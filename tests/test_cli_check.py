@@ -49,7 +49,8 @@ def _check(
     assert result.exception is None or isinstance(result.exception, SystemExit)
     document = json.loads(out["json"].read_text())
     assert set(document) == {
-        "format", "version", "status", "summary", "assumptions", "cases", "hosts"
+        "format", "version", "status", "error", "summary", "assumptions", "cases",
+        "hosts"
     }  # fmt: skip
     assert document["status"] == ("pass" if result.exit_code == 0 else "fail")
     _valid_junit(out["xml"].read_text(), document)
@@ -63,10 +64,11 @@ def _valid_junit(text: str, document: dict[str, Any]) -> None:
     cases = root.findall("./testsuite/testcase")
     assert len(cases) == len(document["cases"]) == int(root.get("tests", "-1"))
     failures = root.findall("./testsuite/testcase/failure")
-    assert (
-        len(failures) == document["summary"]["fail"] == int(root.get("failures", "-1"))
-    )
-    for failure in failures:
+    errors = root.findall("./testsuite/testcase/error")
+    assert len(failures) == int(root.get("failures", "-1"))
+    assert len(errors) == int(root.get("errors", "-1"))
+    assert len(failures) + len(errors) == document["summary"]["fail"]
+    for failure in failures + errors:
         assert failure.text
         assert failure.get("message")
 

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import io
 import json
+import re
 from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from click.testing import CliRunner
 
 import ncclparse
 from ncclparse.health.compare import CompareRow, Comparison, compare
@@ -120,3 +122,29 @@ def test_load_measurements_from_logs_tables_and_history(tmp_path: Path) -> None:
     assert load_measurements(str(tmp_path / "h")).num_rows == 62
     with pytest.raises(ncclparse.InputError, match="no such file"):
         load_measurements(str(tmp_path / "missing.log"))
+
+
+_CSP = re.compile(
+    r'<meta http-equiv="Content-Security-Policy" content="(?P<policy>[^"]*)">'
+)
+
+
+def test_html_carries_the_report_content_security_policy(tmp_path: Path) -> None:
+    """The comparison page forbids what the report page forbids: no script, no
+    request; the one policy of both (templates/_csp.html)."""
+    from ncclparse.cli.app import cli
+    from ncclparse.report.context import build_context
+    from ncclparse.report.render import render_report
+
+    report = render_report(build_context(ncclparse.parse_many([derive.HEALTHY])))
+    ours = CliRunner().invoke(
+        cli, ["compare", str(derive.HEALTHY), str(derive.HEALTHY), "--format", "html"]
+    )
+    assert ours.exit_code == 0
+    policies = [_CSP.findall(page) for page in (report, ours.stdout)]
+    assert (
+        policies
+        == [["default-src 'none'; style-src 'unsafe-inline'; img-src data:"]] * 2
+    )
+    head = ours.stdout.split("<title>")[0]  # in <head>, before anything from a log
+    assert _CSP.search(head) is not None

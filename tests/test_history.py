@@ -3,16 +3,25 @@
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import io
+import os
 import shutil
+import signal
+import subprocess
+import sys
 import threading
+import time
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 
 import ncclparse
+from ncclparse.cli.app import cli
 from ncclparse.health import history as history
 from tests import _derive as derive
 
@@ -136,3 +145,170 @@ def test_read_filters_by_tags(tmp_path: Path) -> None:
 def test_missing_history_directory_is_an_input_error(tmp_path: Path) -> None:
     with pytest.raises(ncclparse.InputError, match="history directory not found"):
         history.read_history(tmp_path / "nope")
+
+
+# --- histories that cannot be written, locked or read, and killed ingests -----------
+
+
+@pytest.mark.parametrize(
+    "code", [errno.ENOLCK, errno.EOPNOTSUPP], ids=["ENOLCK", "EOPNOTSUPP"]
+)
+def test_file_system_without_locks_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, code: int
+) -> None:
+    # Lustre without -o flock, NFS without a lock service: flock() fails.
+    def no_locks(fd: int, operation: int) -> None:
+        raise OSError(code, os.strerror(code))
+
+    monkeypatch.setattr("ncclparse.health.history.fcntl.flock", no_locks)
+    with pytest.raises(ncclparse.NcclParseError) as caught:
+        history.ingest(_night(1), tmp_path / "h", now=NOW)
+    assert str(caught.value) == (
+        f"{tmp_path / 'h'}: cannot ingest: cannot lock .ncclparse.lock "
+        f"({os.strerror(code)}); its file system does not provide file locks (e.g. "
+        "NFS without a lock service, Lustre mounted without -o flock): keep the "
+        "history on a file system with locks, such as a local disk"
+    )
+    assert not list((tmp_path / "h").rglob("*.parquet"))
+
+
+def test_read_only_history_is_a_clear_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    history.ingest(_night(1), tmp_path, now=NOW)
+    opened = Path.open
+
+    def read_only(path: Path, mode: str = "r", *args: Any, **kwargs: Any) -> Any:
+        if "r" not in mode or "+" in mode:  # as a read-only mount answers writes
+            raise OSError(errno.EROFS, os.strerror(errno.EROFS), str(path))
+        return opened(path, mode, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "open", read_only)
+    with pytest.raises(ncclparse.NcclParseError) as caught:
+        history.ingest(_night(2), tmp_path, now=NOW)
+    assert str(caught.value) == (
+        f"{tmp_path}: cannot ingest: the history directory is not writable "
+        "(Read-only file system); make it writable for this user, or give a "
+        "directory on a writable file system"
+    )
+    monkeypatch.undo()
+    assert history.read_history(tmp_path).num_rows == 62  # still readable
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root writes whatever the mode")
+def test_history_without_write_permission_is_a_clear_error(tmp_path: Path) -> None:
+    history.ingest(_night(1), tmp_path / "h", now=NOW)
+    (tmp_path / "h" / ".ncclparse.lock").unlink()
+    (tmp_path / "h").chmod(0o555)
+    try:
+        with pytest.raises(ncclparse.NcclParseError, match="not writable"):
+            history.ingest(_night(2), tmp_path / "h", now=NOW)
+    finally:
+        (tmp_path / "h").chmod(0o755)
+
+
+def test_cli_reports_a_lock_failure_in_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, runner: CliRunner
+) -> None:
+    def no_locks(fd: int, operation: int) -> None:
+        raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
+
+    monkeypatch.setattr("ncclparse.health.history.fcntl.flock", no_locks)
+    args = ["ingest", str(derive.HEALTHY), "--history", str(tmp_path), "-q"]
+    done = runner.invoke(cli, args)
+    assert done.exit_code == 1
+    assert done.stderr.startswith(f"Error: {tmp_path}: cannot ingest: cannot lock ")
+    assert "Traceback" not in done.output
+    assert len(done.stderr.splitlines()) == 1
+
+
+_KILLED = """
+import os, signal, sys
+from pathlib import Path
+import ncclparse
+from ncclparse.health import history
+
+def killed(table, handle):  # half a file written, then SIGKILL: no clean-up runs
+    handle.write(b"PAR1" + bytes(1000))
+    handle.flush()
+    os.kill(os.getpid(), signal.SIGKILL)
+
+history.pq.write_table = killed
+history.ingest(ncclparse.parse_many([sys.argv[1]]), Path(sys.argv[2]))
+"""
+
+
+def test_stale_temporary_of_a_killed_ingest_is_removed(tmp_path: Path) -> None:
+    # A real kill -9 in the middle of writing.
+    killed = subprocess.run(
+        [sys.executable, "-c", _KILLED, str(derive.HEALTHY), str(tmp_path)],
+        check=False,
+    )
+    assert killed.returncode == -signal.SIGKILL
+    (left,) = tmp_path.glob("date=*/.*.tmp")
+    assert left.name.startswith(".")
+    assert ".parquet." in left.name
+    # Another ingest at once: the file may belong to a live writer on a host whose
+    # locks this one does not see, so it stays until it is an hour old.
+    assert history.ingest(_night(1), tmp_path, now=NOW).removed == ()
+    assert left.exists()
+    hour_ago = time.time() - history.STALE_AFTER - 1
+    os.utime(left, (hour_ago, hour_ago))
+    fresh = left.with_name(".20260301T020000-0123456789abcdef.parquet.x1y2z3.tmp")
+    fresh.write_bytes(b"PAR1")  # as if a live ingest were writing it
+    done = history.ingest(_night(2), tmp_path, now=NOW)
+    assert done.removed == (left,)
+    assert not left.exists()
+    assert fresh.exists()
+    assert done.added == ("night2.log",)
+    # The killed ingest added nothing: its log can be ingested now.
+    again = history.ingest(ncclparse.parse_many([derive.HEALTHY]), tmp_path, now=NOW)
+    assert again.added == (str(derive.HEALTHY),)
+
+
+def _corrupt_pages(path: Path, column: str) -> None:
+    """Overwrite the data of ``column``'s pages, keeping the footer readable."""
+    chunk = pq.read_metadata(path).row_group(0)
+    (meta,) = [
+        chunk.column(i)
+        for i in range(chunk.num_columns)
+        if chunk.column(i).path_in_schema == column
+    ]
+    start = meta.dictionary_page_offset or meta.data_page_offset
+    data = bytearray(path.read_bytes())
+    data[start + 30 : start + meta.total_compressed_size - 5] = b"U" * (
+        meta.total_compressed_size - 35
+    )
+    path.write_bytes(bytes(data))
+
+
+@pytest.mark.parametrize(
+    ("damage", "why"),
+    [
+        ("pages", "Corrupt snappy compressed data."),
+        ("garbage", "Parquet magic bytes not found in footer. Either the file is "
+                    "corrupted or this is not a parquet file."),
+    ],
+)  # fmt: skip
+def test_ingest_refuses_a_history_with_a_corrupt_file(
+    tmp_path: Path, damage: str, why: str
+) -> None:
+    first = history.ingest(_night(1), tmp_path, now=NOW)
+    assert first.path is not None
+    if damage == "pages":  # the footer and ingest_key are intact: the key look-up
+        _corrupt_pages(first.path, "time_us")  # alone passed it
+    else:
+        first.path.write_bytes(b"not parquet\n")
+    expected = (
+        f"{tmp_path}: cannot read history: {first.path} is not a readable Parquet "
+        f"file ({why}); move it out of the history directory (or restore it from "
+        "a backup) and run again"
+    )
+    with pytest.raises(ncclparse.InputError) as refused:
+        history.ingest(_night(2), tmp_path, now=NOW)
+    assert str(refused.value) == expected
+    assert list(tmp_path.rglob("*.parquet")) == [first.path]  # nothing added
+    # check --history reads it with read_history: the same message.
+    with pytest.raises(ncclparse.InputError) as unread:
+        history.read_history(tmp_path)
+    assert str(unread.value) == expected

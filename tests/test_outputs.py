@@ -5,19 +5,25 @@ from __future__ import annotations
 
 import json
 import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
 
 from ncclparse.efficiency import analyze
+from ncclparse.errors import NcclParseError
 from ncclparse.health.cases import Case, Finding
-from ncclparse.health.check import CheckResult
+from ncclparse.health.check import CheckResult, error_result
 from ncclparse.health.compare import CompareRow, Comparison
 from ncclparse.health.outputs import (
     comparison_format,
+    error_html,
     render_comparison,
     to_json,
     to_junit,
     to_markdown,
     to_prometheus,
     to_text,
+    write_all,
 )
 from ncclparse.schema import measurements_table
 
@@ -121,3 +127,60 @@ def test_comparison_renderings() -> None:
     )
     assert json.loads(render_comparison(found, "json"))["verdict"] == "regression"
     assert comparison_format(None, None) == "text"
+
+
+ERROR = error_result("history: cannot read history: <bad> & worse")
+
+
+def test_a_check_that_could_not_complete_renders_as_failed() -> None:
+    assert not ERROR.passed
+    document = json.loads(to_json(ERROR))
+    assert (document["status"], document["error"]) == (
+        "fail",
+        "history: cannot read history: <bad> & worse",
+    )
+    assert document["summary"] == {"cases": 1, "pass": 0, "fail": 1, "skip": 0}
+    assert [(c["rule"], c["name"]) for c in document["cases"]] == [
+        ("error", "ncclparse check")
+    ]
+    root = ET.fromstring(to_junit(ERROR))
+    assert (root.get("tests"), root.get("failures"), root.get("errors")) == (
+        "1",
+        "0",
+        "1",
+    )
+    [error] = root.iter("error")
+    assert error.get("message") == error.text == ERROR.error
+    assert root.find(".//failure") is None
+    lines = to_prometheus(ERROR).splitlines()
+    assert "ncclparse_check_passed 0" in lines
+    assert 'ncclparse_check_case_failed{rule="error",name="ncclparse check"} 1' in lines
+    assert to_markdown(ERROR) == (
+        "## ncclparse check: FAIL\n\n"
+        "The check could not complete: history: cannot read history: \\<bad\\> \\& "
+        "worse\n\n"
+        "FAIL: 1 failed, 0 passed, 0 skipped\n\n"
+        "| rule | case | details |\n| --- | --- | --- |\n"
+        "| error | ncclparse check | history: cannot read history: \\<bad\\> \\& worse |\n"
+    )
+    assert (
+        "<p>The check could not complete: history: cannot read history: "
+        "&lt;bad&gt; &amp; worse</p>"
+    ) in error_html(ERROR.error or "")
+
+
+def test_a_completed_check_says_no_error() -> None:
+    assert json.loads(to_json(RESULT))["error"] is None
+    assert ET.fromstring(to_junit(RESULT)).get("errors") == "0"
+
+
+def test_outputs_are_written_all_or_nothing(tmp_path: Path) -> None:
+    kept = tmp_path / "check.prom"
+    kept.write_text("ncclparse_check_passed 1\n")
+    missing = tmp_path / "no-such-dir" / "check.json"
+    with pytest.raises(NcclParseError, match="cannot write: No such file"):
+        write_all({kept: "ncclparse_check_passed 0\n", missing: "{}\n"})
+    assert kept.read_text() == "ncclparse_check_passed 1\n"  # not replaced alone
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["check.prom"]  # no .tmp
+    write_all({kept: "a\n", tmp_path / "b.md": "b\n"})
+    assert (kept.read_text(), (tmp_path / "b.md").read_text()) == ("a\n", "b\n")

@@ -8,7 +8,9 @@ see fixtures/nccl_json/SOURCES.md). Expected values are read off the fixture tex
 from __future__ import annotations
 
 import itertools
+import json
 import math
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -177,15 +179,17 @@ def test_cpu_time_null_nwrong_nan_and_padded_root() -> None:
     assert [(r["time_us"], r["cputime"], r["root"], r["dtype"]) for r in rows] == [
         (4.5, True, 1, "float16"),  # cpu_time, root "     1", type half
         (4.25, True, 1, "float16"),
-        (4.75, True, 1, "float16"),
-        (4.5, True, 1, "float16"),
     ]
-    assert [r["wrong"] for r in rows] == [None] * 4  # -c 0: nwrong null
-    assert [r["wrong_kind"] for r in rows] == ["count"] * 4
-    assert math.isnan(rows[2]["algbw_gbps"])
-    assert math.isnan(rows[2]["busbw_gbps"])
-    assert rows[3]["algbw_gbps"] == 1.82
+    assert [r["wrong"] for r in rows] == [None] * 2  # -c 0: nwrong null
+    assert [r["wrong_kind"] for r in rows] == ["count"] * 2
+    assert [r["algbw_gbps"] for r in rows] == [0.91, 0.96]
     run = _run(result)
+    # A "nan" bandwidth is no measurement: the 8192-byte result object is not read
+    # (its in-place half neither: a printed row is read whole or not at all).
+    assert run["warnings"] == [
+        "line 1: algbw nan is not a possible bandwidth: row not read"
+    ]
+    # The footer's "nan" average is kept as printed.
     assert math.isnan(run["avg_busbw_gbps"])
     # ncclGetLastError() text after a finished run: kept, the run stays complete
     # (as the text parser does with the same "# error:" line).
@@ -366,3 +370,141 @@ def test_other_json_is_not_claimed() -> None:
     expected = sorted((FIXTURES / "expected").rglob("*.json"))
     assert expected
     assert not any("nccl-tests-json" in _sniffed_by(p) for p in expected)
+
+
+def _config(nthreads: object, ngpus: object = 1, processes: int = 1) -> str:
+    """A -J file of ``processes`` device entries (one per process) and no results."""
+    per = (
+        nthreads * ngpus if isinstance(nthreads, int) and isinstance(ngpus, int) else 1
+    )
+    devices = ",".join(
+        f'{{"rank":{p * per},"hostname":"h{p}","device_info":"X"}}'
+        for p in range(processes)
+    )
+    return (
+        '{"version":3,"args":["./build/all_reduce_perf"],"nccl_version":22905,'
+        f'"config":{{"nthreads":{json.dumps(nthreads)},"ngpus":{json.dumps(ngpus)},'
+        f'"devices":[{devices}]}},"results":[],"out_of_bounds":{{"count":0,'
+        '"okay":"true"},"average_bus_bandwidth":{"bandwidth":1.5,"okay":"true"}}\n'
+    )
+
+
+@pytest.mark.parametrize(
+    ("nthreads", "ngpus", "processes", "shown"),
+    [
+        # 2**64: `[hostname] * per` raised a bare OverflowError
+        (2**64, 1, 1, "nthreads 18446744073709551616 x ngpus 1 x 1"),
+        # 10**8: two lists of 10**8 entries (seconds and gigabytes) before the fix
+        (10**8, 1, 1, "nthreads 100000000 x ngpus 1 x 1"),
+        (1024, 1024, 2, "nthreads 1024 x ngpus 1024 x 2"),
+    ],
+)
+def test_rank_counts_beyond_the_bound_are_warned_not_allocated(
+    nthreads: int, ngpus: int, processes: int, shown: str
+) -> None:
+    start = time.monotonic()
+    run = _run(ncclparse.parse(_config(nthreads, ngpus, processes), name="big.json"))
+    assert time.monotonic() - start < 2
+    assert run["warnings"] == [
+        f"line 1: {shown} processes is more than 1048576 ranks: nranks and hosts "
+        "unknown"
+    ]
+    assert (run["nranks"], run["hosts"], run["devices"]) == (None, [], [])
+    assert run["status"] == "complete"
+
+
+def test_the_rank_bound_itself_is_allowed() -> None:
+    run = _run(ncclparse.parse(_config(1024, 512, 2), name="max.json"))
+    assert run["warnings"] == []
+    assert run["nranks"] == 1 << 20
+    assert run["hosts"][:: 1 << 19] == ["h0", "h1"]
+
+
+def test_one_hostile_file_does_not_stop_a_batch(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text(_config(2**64))
+    good = JSON_DIR / "v2.19.6_all_reduce_2proc_4gpu_complete.json"
+    result = ncclparse.parse_many([bad, good])
+    assert result.failures == ()
+    assert result.runs["rows"].to_pylist() == [0, 6]
+
+
+# Members the writer never writes this way: (member JSON, the warning).
+WRONG_TYPES = {
+    "hostname-list": (
+        '"config":{"nthreads":1,"ngpus":1,"devices":[{"rank":0,"hostname":["h"]}]}',
+        "line 1: config.devices hostname or device_info is not a string: hosts unknown",
+    ),
+    "device-info-object": (
+        '"config":{"nthreads":1,"ngpus":1,"devices":[{"rank":0,"hostname":"h",'
+        '"device_info":{"a":1}}]}',
+        "line 1: config.devices hostname or device_info is not a string: hosts unknown",
+    ),
+    "average-huge-integer": (
+        '"average_bus_bandwidth":{"bandwidth":1' + "0" * 400 + ',"okay":"true"}',
+        "line 1: unreadable average bus bandwidth 1000000000...00000000000",
+    ),
+    "average-list": (
+        '"average_bus_bandwidth":{"bandwidth":[],"okay":"true"}',
+        "line 1: unreadable average bus bandwidth []",
+    ),
+    "average-fullwidth": (
+        '"average_bus_bandwidth":{"bandwidth":"\\uff11\\uff10","okay":"true"}',
+        "line 1: unreadable average bus bandwidth '\uff11\uff10'",
+    ),
+    "oob-boolean": (
+        '"out_of_bounds":{"count":true,"okay":"true"}',
+        "line 1: out_of_bounds count true is not a count: not read",
+    ),
+    "oob-negative": (
+        '"out_of_bounds":{"count":-3,"okay":"true"}',
+        "line 1: out_of_bounds count -3 is not a count: not read",
+    ),
+    "nccl-version-huge": (
+        '"nccl_version":1' + "0" * 300,
+        "line 1: nccl_version 1000000000...00000000000 is not a NCCL version code: "
+        "not read",
+    ),
+    "time-huge-integer": (
+        '"results":[{"size":8,"count":2,"type":"float","redop":"sum","root":"-1",'
+        '"in_place":{"time":1' + "0" * 400 + '},"actual_iterations":1}]',
+        "line 1: unreadable result object: "
+        "ValueError('not a number: 1000000000...00000000000')",
+    ),
+    "size-boolean": (
+        '"results":[{"size":true,"count":2,"type":"float","redop":"sum","root":"-1",'
+        '"in_place":{"time":1.0},"actual_iterations":1}]',
+        "line 1: unreadable result object: "
+        "TypeError('size, count and actual_iterations must be integers')",
+    ),
+}
+
+
+@pytest.mark.parametrize(
+    ("member", "warning"), WRONG_TYPES.values(), ids=list(WRONG_TYPES)
+)
+def test_members_of_another_type_are_warned_not_raised(
+    member: str, warning: str
+) -> None:
+    results = "" if member.startswith('"results"') else '"results":[],'
+    text = '{"version":3,"args":["./build/all_reduce_perf"],' + results + member + "}\n"
+    run = _run(ncclparse.parse(text, name="odd.json"))
+    assert warning in run["warnings"]
+    assert run["rows"] == 0
+
+
+@pytest.mark.parametrize(
+    "nested",
+    ['"results":[' + "[" * 100_000 + "]" * 100_000 + "]",
+     '"config":' + '{"a":' * 50_000 + "1" + "}" * 50_000],
+    ids=["array", "object"],
+)  # fmt: skip
+def test_values_nested_too_deeply_are_warned_not_raised(nested: str) -> None:
+    # The decoder raised RecursionError (not a ValueError): the whole batch stopped.
+    text = '{"args":["./build/all_reduce_perf"],' + nested + "}\n"
+    result = ncclparse.parse(text, name="deep.json")
+    assert _run(result)["warnings"] == [
+        "line 1: values nested too deeply at line 1 inside the JSON object, after 0 "
+        "result objects: run truncated"
+    ]
+    assert result.accounting["deep.json"] == Counter(warned=1)

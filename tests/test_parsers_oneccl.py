@@ -161,12 +161,14 @@ def test_check_failure_is_failed_with_messages() -> None:
     ) in errors
     assert "line 75: KILLED BY SIGNAL: 6 (Aborted)" in errors
     assert any("ASSERT '0' FAILED: unexpected value" in e for e in errors)
-    # The start-up warnings of a non-sum check are warnings, not errors.
+    # The start-up warnings of a non-sum check are warnings, not errors; the four
+    # ranks' copies of each are one warning naming the four lines.
     warnings = string_lists(run, "warnings")[0]
     assert warnings[:3] == [
-        "line 1: benchmark: unsupported reduction: max",
-        "line 2: benchmark: supported values: sum",
-        "line 3: benchmark: WARN: correctness checking is not implemented for 'max'",
+        "lines 1, 4, 7, 10: benchmark: unsupported reduction: max",
+        "lines 2, 5, 8, 11: benchmark: supported values: sum",
+        "lines 3, 6, 9, 12: benchmark: WARN: correctness checking is not "
+        "implemented for 'max'",
     ]
 
 

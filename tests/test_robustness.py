@@ -99,14 +99,38 @@ def check_error(exc: NcclParseError, name: str) -> None:
         assert f"{name}:{line_no}" in str(exc)
 
 
-def named_lines(warnings: list[str]) -> set[int]:
+_PLACES = re.compile(
+    r"lines? (?P<places>\d+(?:-\d+)?(?:, \d+(?:-\d+)?)*)"
+    r"(?: and (?P<more>[\d,]+) more| to (?P<last>\d+))?: (?P<message>.*)"
+)
+_UNREAD = re.compile(r"(\d+) lines? not recognised")
+_DROPPED = re.compile(r"([\d,]+) more notes not kept")
+
+
+def named_lines(warnings: list[str]) -> tuple[set[int], int]:
+    """The lines warnings name, and how many more they count without naming.
+
+    A repeated warning names its first places and counts the rest (`and K more`,
+    K places of the message's line count); past the per-run limit, one entry counts
+    the dropped notes over a span (`lines A to B: N more notes not kept`).
+    """
     named: set[int] = set()
+    counted = 0
     for warning in warnings:
-        match = re.match(r"lines? (\d+)(?:-(\d+))?:", warning)
-        if match:
-            first = int(match.group(1))
-            named.update(range(first, int(match.group(2) or first) + 1))
-    return named
+        match = _PLACES.match(warning)
+        if match is None:
+            continue
+        for place in match.group("places").split(", "):
+            first, _, last = place.partition("-")
+            named.update(range(int(first), int(last or first) + 1))
+        if match.group("more"):
+            unread = _UNREAD.match(match.group("message"))
+            per_place = int(unread.group(1)) if unread else 1
+            counted += int(match.group("more").replace(",", "")) * per_place
+        if match.group("last") and _DROPPED.match(match.group("message")):
+            first = int(match.group("places"))
+            named.update(range(first, int(match.group("last")) + 1))
+    return named, counted
 
 
 def check_accounting(result: ncclparse.ParseResult, name: str, lines: int) -> None:
@@ -115,8 +139,11 @@ def check_accounting(result: ncclparse.ParseResult, name: str, lines: int) -> No
     assert all(n >= 0 for n in accounting.values())
     assert sum(accounting.values()) == lines, (dict(accounting), lines)
     warnings = [w for ws in string_lists(result.runs, "warnings") for w in ws]
-    named = named_lines(warnings)
-    assert accounting["warned"] <= len(named), (accounting["warned"], warnings)
+    named, counted = named_lines(warnings)
+    assert accounting["warned"] <= len(named) + counted, (
+        accounting["warned"],
+        warnings,
+    )
     assert all(1 <= n <= max(lines, 1) for n in named), (named, lines)
     for run in result.runs.to_pylist():
         assert run["status"] in ("complete", "truncated", "failed")
@@ -686,3 +713,76 @@ def test_hostile_numbers_in_other_tools(name: str, line: int, value: str) -> Non
         count=1,
     )
     parse_checked(b"".join(lines), name)
+
+
+# --- nccl-tests JSON: any JSON value in any member (2026-11 reliability audit) ------
+
+# Values a corrupt or hostile -J file may hold where the writer puts something else.
+_JSON_VALUES = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.sampled_from([2**64, 10**8, -1, 10**400, "nan", "    -1", "\uff11\uff10"])
+    | st.floats()
+    | st.text(max_size=8),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.text(max_size=8), inner, max_size=4)
+    ),
+    max_leaves=10,
+)
+JSON_SEEDS = sorted(n for n in SEED_BYTES if n.endswith(".json"))
+
+
+def _json_paths(
+    value: object, path: tuple[object, ...] = ()
+) -> list[tuple[object, ...]]:
+    """Every place in a decoded JSON document, as keys and indexes from the top."""
+    places = [path] if path else []
+    if isinstance(value, dict):
+        for key, item in value.items():
+            places += _json_paths(item, (*path, key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            places += _json_paths(item, (*path, index))
+    return places
+
+
+@st.composite
+def hostile_json(draw: st.DrawFn) -> bytes:
+    """A whole -J seed with 1-3 of its values replaced by any JSON value."""
+    import json
+
+    decoder = json.JSONDecoder()
+    name = draw(st.sampled_from(JSON_SEEDS))
+    try:
+        document, _ = decoder.raw_decode(SEED_BYTES[name].decode().strip())
+    except ValueError:  # a cut seed: start from the smallest complete one
+        document = {"config": {"nthreads": 1, "ngpus": 1, "devices": []}}
+    for _ in range(draw(st.integers(1, 3))):
+        *parents, last = draw(st.sampled_from(_json_paths(document)))
+        holder = document
+        for key in parents:
+            holder = holder[key]
+        holder[last] = draw(_JSON_VALUES)
+    return json.dumps(document).encode() + b"\n"
+
+
+_HUGE_THREADS = (
+    b'{"version":3,"nccl_version":22905,"config":{"nthreads":18446744073709551616,'
+    b'"ngpus":1,"devices":[{"rank":0,"hostname":"h","device_info":"X"}]},'
+    b'"results":[]}\n'
+)
+
+
+@given(hostile_json())
+@example(_HUGE_THREADS)
+def test_hostile_json_members(data: bytes) -> None:
+    """`nthreads` 2**64 raised OverflowError; a list hostname, an avg bandwidth of
+    400 digits, a boolean count and a null time raised TypeError, OverflowError,
+    ArrowTypeError or SchemaError (one bad file stopped a batch)."""
+    result = parse_checked(data, "hostile.json")
+    assert result is not None
+    for row in result.measurements.to_pylist():
+        assert row["time_us"] >= 0
+        assert math.isfinite(row["time_us"])

@@ -137,3 +137,20 @@ def test_verdict_thresholds_from_toml() -> None:
     )
     with pytest.raises(RulesError, match=r"\[verdict\]: unknown key\(s\) best"):
         rules_from_mapping({"verdict": {"best": 0.9}})
+
+
+def test_verdict_unjudged_is_fail_unless_skip_is_chosen() -> None:
+    assert DEFAULT_RULES.verdict.unjudged == "fail"
+    chosen = rules_from_mapping({"verdict": {"unjudged": "skip", "good": 0.8}})
+    assert chosen.verdict == VerdictPolicy(good=0.8, poor=0.5, unjudged="skip")
+    kept = rules_from_mapping({"verdict": {"poor": 0.4}})
+    assert kept.verdict == VerdictPolicy(good=0.7, poor=0.4, unjudged="fail")
+
+
+@pytest.mark.parametrize("value", ["pass", 1, True])
+def test_verdict_unjudged_rejects_anything_else(value: Any) -> None:
+    with pytest.raises(RulesError) as raised:
+        rules_from_mapping({"verdict": {"unjudged": value}})
+    assert str(raised.value) == (
+        f"[verdict] unjudged: must be one of 'fail', 'skip', got {value!r}"
+    )

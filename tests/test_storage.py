@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pyarrow as pa
@@ -90,3 +91,56 @@ def test_written_files_get_the_usual_mode_not_a_private_one(tmp_path: Path) -> N
     mask = os.umask(0)
     os.umask(mask)
     assert target.stat().st_mode & 0o777 == 0o666 & ~mask
+
+
+def test_stale_temporaries_are_removed_and_others_kept(tmp_path: Path) -> None:
+    now = 1_800_000_000.0
+    stale = tmp_path / ".m.parquet.abc123.tmp"  # as atomic_output names them
+    fresh = tmp_path / ".m.parquet.def456.tmp"
+    kept = [tmp_path / ".ncclparse.lock", tmp_path / "m.parquet", tmp_path / "x.tmp"]
+    for path in (stale, fresh, *kept):
+        path.write_bytes(b"")
+    os.utime(stale, (now - 3601, now - 3601))
+    os.utime(fresh, (now - 3599, now - 3599))
+    for path in kept:
+        os.utime(path, (now - 86400, now - 86400))
+    removed = storage.remove_stale_temporaries(tmp_path, older_than=3600, now=now)
+    assert removed == (stale,)
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
+        p.name for p in (fresh, *kept)
+    )
+
+
+def test_the_temporary_of_an_abandoned_write_is_found(tmp_path: Path) -> None:
+    # A writer killed mid-write never leaves the block: entered and abandoned here.
+    writing = storage.atomic_output(tmp_path / "m.parquet", binary=True)
+    handle = writing.__enter__()
+    handle.write(b"PAR1")
+    handle.close()
+    (temporary,) = tmp_path.iterdir()
+    assert storage.remove_stale_temporaries(tmp_path, older_than=60) == ()  # young
+    later = temporary.stat().st_mtime + 61
+    found = storage.remove_stale_temporaries(tmp_path, older_than=60, now=later)
+    assert found == (temporary,)
+    assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    ("name", "content", "why"),
+    [
+        ("m.parquet", b"not parquet\n",
+         "Could not open Parquet input source '{path}': Parquet magic bytes not "
+         "found in footer. Either the file is corrupted or this is not a parquet "
+         "file."),
+        ("m.arrow", b"ARROW1xx", "File is too small to be a well-formed file"),
+    ],
+)  # fmt: skip
+def test_a_file_that_is_not_a_table_is_an_input_error(
+    tmp_path: Path, name: str, content: bytes, why: str
+) -> None:
+    # pyarrow raises ArrowInvalid (a ValueError): `compare bad.parquet` gave a traceback.
+    path = tmp_path / name
+    path.write_bytes(content)
+    with pytest.raises(ncclparse.InputError) as caught:
+        storage.read_table(path)
+    assert str(caught.value) == f"{path}: cannot read table: " + why.format(path=path)

@@ -138,8 +138,8 @@ def test_the_real_logs_do_go_through_the_bulk_reader(
     seen: list[_lines.Skipped] = []
     read = _lines.without_nccl_debug
 
-    def spy(handle: Any, first: int) -> Any:
-        for item in read(handle, first):
+    def spy(handle: Any, first: int, source: str) -> Any:
+        for item in read(handle, first, source):
             if isinstance(item, _lines.Skipped) and item.topology is not None:
                 seen.append(item)
             yield item

@@ -6,8 +6,10 @@ See docs/nightly.md; the commands are loaded only when called (ncclparse.cli.app
 from __future__ import annotations
 
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
 import click
 
@@ -24,7 +26,7 @@ from ncclparse.cli.options import (
 if TYPE_CHECKING:
     from ncclparse.efficiency import HardwareOptions
 
-EXIT_CHECK_FAILED = 1  # check: a case failed (including missing or bad inputs)
+EXIT_CHECK_FAILED = 1  # check: a case failed (bad inputs too) or it could not complete
 EXIT_REGRESSION = 3  # compare --fail-on-regression: a size regressed
 
 
@@ -74,6 +76,13 @@ _TAG = click.option(
     help="History dataset (from `ingest`) to judge against.",
 )
 @_TAG
+@click.option(
+    "--expect-history/--no-expect-history",
+    default=True,
+    show_default=True,
+    help="With --history: every series shape (tool, collective, dtype, redop, root, "
+    "placement, ranks, nodes) of the baseline must be in INPUTS.",
+)
 @click.option("--junit", type=OUTPUT_FILE, help="Write JUnit XML here.")
 @click.option("--json", "json_path", type=OUTPUT_FILE, help="Write JSON here.")
 @click.option(
@@ -94,6 +103,7 @@ def check(
     rules: Any,
     history_dir: Path | None,
     tags: dict[str, str],
+    expect_history: bool,
     junit: Path | None,
     json_path: Path | None,
     prometheus: Path | None,
@@ -107,14 +117,58 @@ def check(
 
     Exit status: 0 every case passed, 1 a case failed (a threshold, a regression, a
     slow host, or bad data: missing, empty, unrecognised, truncated or failed input,
-    #wrong > 0, out-of-bounds FAILED), 2 usage or unreadable configuration.
+    #wrong > 0, out-of-bounds FAILED) or the check could not complete, 2 usage or
+    unreadable configuration. The outputs are written all or nothing; when the check
+    cannot complete they are replaced by failing ones.
     """
+    from ncclparse.health.outputs import to_text, write_all
+
+    outputs = _Outputs(junit, json_path, prometheus, markdown, report_path)
+    try:
+        outcome, files = _judge(
+            inputs, rules, history_dir, tags, expect_history, outputs, quiet, hardware
+        )
+        text = to_text(outcome, verbose=verbose)
+        write_all(files)
+    except click.UsageError as exc:  # configuration found bad late: still exit 2
+        _write_failed(outputs, exc.format_message())
+        raise
+    except KeyboardInterrupt:
+        _write_failed(outputs, "interrupted")
+        raise
+    except Exception as exc:
+        _give_up(outputs, exc)
+    click.echo(text, nl=False)
+    sys.exit(0 if outcome.passed else EXIT_CHECK_FAILED)
+
+
+class _Outputs(NamedTuple):
+    junit: Path | None
+    json_path: Path | None
+    prometheus: Path | None
+    markdown: Path | None
+    report: Path | None
+
+
+def _judge(
+    inputs: tuple[str, ...],
+    rules: Any,
+    history_dir: Path | None,
+    tags: dict[str, str],
+    expect_history: bool,
+    outputs: _Outputs,
+    quiet: bool,
+    hardware: HardwareOptions,
+) -> tuple[Any, dict[Path, str]]:
+    """Read, judge and render everything ``check`` writes, writing nothing: the
+    result and each output file's text by path."""
     from ncclparse.errors import ProfileError
     from ncclparse.health.check import check as run_check
     from ncclparse.health.history import read_history, source_keys
-    from ncclparse.health.outputs import to_text, write_outputs
+    from ncclparse.health.outputs import render_outputs
 
-    result, failures = parse_inputs(inputs, quiet)
+    notes: list[Any] = []
+    result, failures = parse_inputs(inputs, quiet, notes=notes)
     history = read_history(history_dir, tags=tags) if history_dir else None
     keys = frozenset(source_keys(result).values())
     try:
@@ -122,35 +176,97 @@ def check(
             result,
             rules,
             input_failures=failures,
+            input_notes=notes,
             history=history,
             exclude_keys=keys,
             hardware=hardware,
+            expect_history=expect_history,
         )
     except ProfileError as exc:  # a bad hardware option is configuration: exit 2
         raise click.UsageError(str(exc)) from exc
-    write_outputs(
+    files = render_outputs(
         outcome,
-        junit=junit,
-        json_path=json_path,
-        prometheus=prometheus,
-        markdown=markdown,
+        junit=outputs.junit,
+        json_path=outputs.json_path,
+        prometheus=outputs.prometheus,
+        markdown=outputs.markdown,
     )
-    if report_path is not None:
+    if outputs.report is not None:
         from ncclparse.report import build_context, render_report
-        from ncclparse.storage import atomic_output
 
-        with atomic_output(report_path, binary=False) as handle:
-            context = build_context(
-                result,
-                outcome.analysis,
-                command_line=command_line(),
-                failures=failures,
-                policy=rules.verdict,
-                check=outcome,
-            )
-            handle.write(render_report(context))
-    click.echo(to_text(outcome, verbose=verbose), nl=False)
-    sys.exit(0 if outcome.passed else EXIT_CHECK_FAILED)
+        context = build_context(
+            result,
+            outcome.analysis,
+            command_line=command_line(),
+            failures=failures,
+            policy=rules.verdict,
+            check=outcome,
+        )
+        files[outputs.report] = render_report(context)
+    return outcome, files
+
+
+def _give_up(outputs: _Outputs, exc: Exception) -> NoReturn:
+    """Replace the outputs by failing ones naming ``exc``; exit 1 with one line."""
+    from ncclparse.errors import NcclParseError
+
+    if isinstance(exc, NcclParseError):
+        message = str(exc)
+    else:
+        message = (
+            f"internal error: {type(exc).__name__}: {exc} (a bug in ncclparse; "
+            "please report it)"
+        )
+    message = " ".join(message.split())  # one line, whatever the exception says
+    _write_failed(outputs, message)
+    click.echo(f"Error: {message}", err=True)
+    sys.exit(EXIT_CHECK_FAILED)
+
+
+def _write_failed(outputs: _Outputs, message: str) -> None:
+    """Write each requested output as a failed check saying ``message``, each on its
+    own (one that cannot be written does not keep the others from being replaced);
+    a file that cannot be written is named on stderr."""
+    from ncclparse.health.check import error_result
+    from ncclparse.health.outputs import (
+        error_html,
+        to_json,
+        to_junit,
+        to_markdown,
+        to_prometheus,
+    )
+    from ncclparse.storage import atomic_output
+
+    failed = error_result(message)
+    renderings: tuple[tuple[Path | None, Callable[[], str]], ...] = (
+        (outputs.prometheus, lambda: to_prometheus(failed, timestamp=time.time())),
+        (outputs.junit, lambda: to_junit(failed)),
+        (outputs.json_path, lambda: to_json(failed)),
+        (outputs.markdown, lambda: to_markdown(failed)),
+        (outputs.report, lambda: error_html(message)),
+    )
+    for path, render in renderings:
+        if path is None:
+            continue
+        try:
+            text = render()
+        except Exception:  # the renderer is what failed: the alert must still fire
+            prometheus = path == outputs.prometheus
+            text = _PROMETHEUS_FAILED if prometheus else f"check failed: {message}\n"
+        try:
+            with atomic_output(path, binary=False) as handle:
+                handle.write(text)
+        except Exception as exc:
+            if str(exc) != message:  # else said once, by the caller
+                click.echo(f"Error: {exc}", err=True)
+
+
+# What the Prometheus textfile says when even its renderer failed.
+_PROMETHEUS_FAILED = (
+    "# HELP ncclparse_check_passed 1 when every check case passed.\n"
+    "# TYPE ncclparse_check_passed gauge\n"
+    "ncclparse_check_passed 0\n"
+)
 
 
 @click.command()
@@ -188,7 +304,12 @@ def ingest(
     )
     click.echo(
         f"{history_dir}: {len(done.added)} added ({done.rows} rows), "
-        f"{len(done.skipped)} already present, {len(done.empty)} without measurements",
+        f"{len(done.skipped)} already present, {len(done.empty)} without measurements"
+        + (
+            f"; {len(done.removed)} stale temporary file(s) of killed ingests removed"
+            if done.removed
+            else ""
+        ),
         err=True,
     )
     exit_on(failures)

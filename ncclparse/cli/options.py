@@ -42,13 +42,25 @@ def inputs_or_stdin(inputs: tuple[str, ...]) -> tuple[str, ...]:
 
 
 def parse_inputs(
-    inputs: tuple[str, ...], quiet: bool, on_batch: Any = None
+    inputs: tuple[str, ...],
+    quiet: bool,
+    on_batch: Any = None,
+    notes: list[Any] | None = None,
 ) -> tuple[Any, list[Exception]]:
-    """Parse INPUTS (stdin when none and not a terminal); echo summaries and errors."""
-    from ncclparse.api import parse_many
-    from ncclparse.inputs import expand
+    """Parse INPUTS (stdin when none and not a terminal); echo summaries and errors.
 
-    expanded = list(expand(inputs_or_stdin(inputs)))
+    What directory walks skipped is echoed as notes, and kept in ``notes`` if given
+    (``ncclparse.inputs.Note``).
+    """
+    from ncclparse.api import parse_many
+    from ncclparse.inputs import Note, expand
+
+    found: list[Note] = []
+    expanded = list(expand(inputs_or_stdin(inputs), found))
+    for note in found:
+        click.echo(f"Note: {note.text}", err=True)
+    if notes is not None:
+        notes.extend(found)
     missing = [e for e in expanded if isinstance(e, InputError)]
     result = parse_many(
         (e for e in expanded if not isinstance(e, InputError)), on_batch=on_batch

@@ -20,6 +20,7 @@ from ncclparse.formatting import (
 from ncclparse.schema import SERIES_KEYS
 
 __all__ = [
+    "ERROR_RULE",
     "FORMAT",
     "Case",
     "Finding",
@@ -30,6 +31,9 @@ __all__ = [
 ]
 
 Status = Literal["pass", "fail", "skip"]
+# The rule of the one case of a check that could not complete (an internal error, an
+# unreadable history, an output that cannot be written): JUnit calls it an error.
+ERROR_RULE = "error"
 SHOWN = 5  # sizes spelled out in one message; the rest are counted
 FORMAT: dict[str, Callable[[float | None], str]] = {
     "efficiency": format_percent,

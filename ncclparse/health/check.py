@@ -3,10 +3,13 @@
 Pure: tables and rules in, a :class:`CheckResult` out (cases, ranked hosts, the
 analysed rows). Every case is one rule applied to one series (or one run, or one
 input) and is ``pass``, ``fail`` or ``skip``. Data integrity fails closed: a missing,
-empty or unrecognised input, a failed or truncated run, ``#wrong`` > 0, out-of-bounds
-FAILED, a run without measurements, an expected collective or size absent. Each
-failing case's message names the source and run, the hosts, the collective, the sizes
-and the numbers against their limits.
+empty or unrecognised input, no run at all, a failed or truncated run, ``#wrong`` > 0,
+out-of-bounds FAILED, a printed bandwidth that size and time contradict, a run without
+measurements, an expected collective or size absent, a series of the history baseline
+absent, a sweep too short to judge bandwidth. Each failing case's message names the
+source and run, the hosts, the collective, the sizes and the numbers against their
+limits. A check that could not complete is :func:`error_result`: failed, with the
+reason.
 """
 
 from __future__ import annotations
@@ -23,10 +26,12 @@ import pyarrow as pa
 from ncclparse.api import ParseResult
 from ncclparse.columns import key_text
 from ncclparse.efficiency import Analysis, HardwareOptions, analyze
-from ncclparse.formatting import format_bytes
+from ncclparse.efficiency.fits import STILL_RISING
+from ncclparse.formatting import format_bytes, series_label
 from ncclparse.health.baselines import BASELINE_KEYS, baselines
 from ncclparse.health.blame import HostScore, blame, run_scores
 from ncclparse.health.cases import (
+    ERROR_RULE,
     FORMAT,
     Case,
     Finding,
@@ -35,22 +40,37 @@ from ncclparse.health.cases import (
     hosts,
     sizes,
 )
-from ncclparse.health.integrity import expect_cases, input_case, integrity_case
+from ncclparse.health.integrity import (
+    expect_cases,
+    history_expect_cases,
+    input_case,
+    integrity_case,
+    no_run_case,
+)
 from ncclparse.health.rules import Rule, Rules, VerdictPolicy
-from ncclparse.health.verdict import judge_run
-from ncclparse.schema import SERIES_KEYS
+from ncclparse.health.verdict import judge_run, judged_rows
+from ncclparse.inputs import Note
+from ncclparse.schema import BLOCK_KEYS, SERIES_KEYS
 
-__all__ = ["Case", "CheckResult", "Finding", "check"]
+__all__ = ["Case", "CheckResult", "Finding", "check", "error_result"]
+
+# How to accept a sweep that stops before the bandwidth plateau, said where it fails.
+ACCEPT_UNJUDGED = (
+    'measure larger sizes (e.g. nccl-tests -e 8G), or set [verdict] unjudged = "skip" '
+    "in the rules file to accept a sweep that stops short (latency only)"
+)
 
 
 @dataclass(frozen=True, slots=True)
 class CheckResult:
     """Cases in a stable order, hosts ranked by :func:`ncclparse.health.blame.blame`
-    and the efficiency analysis the cases were judged on (for reports)."""
+    and the efficiency analysis the cases were judged on (for reports). ``error``
+    is why the check could not complete (:func:`error_result`), else None."""
 
     cases: tuple[Case, ...]
     hosts: tuple[HostScore, ...]
     analysis: Analysis
+    error: str | None = None
 
     @property
     def assumptions(self) -> tuple[str, ...]:
@@ -59,8 +79,8 @@ class CheckResult:
 
     @property
     def passed(self) -> bool:
-        """True when no case failed (skips do not fail a check)."""
-        return not self.failures
+        """True when the check completed and no case failed (skips do not fail)."""
+        return self.error is None and not self.failures
 
     @property
     def failures(self) -> tuple[Case, ...]:
@@ -72,34 +92,48 @@ def check(
     rules: Rules,
     *,
     input_failures: Sequence[Exception] = (),
+    input_notes: Sequence[Note] = (),
     history: Any = None,
     exclude_keys: frozenset[str] = frozenset(),
     today: dt.date | None = None,
     hardware: HardwareOptions | None = None,
+    expect_history: bool = True,
 ) -> CheckResult:
     """Judge ``result`` (and inputs that failed to parse) against ``rules``.
 
     ``hardware`` is what :func:`ncclparse.efficiency.analyze` takes. Each run's
     verdict (:func:`ncclparse.health.verdict.judge_run` with ``rules.verdict``) is one
-    ``verdict`` case: it fails when the efficiency verdict is FAIL.
+    ``verdict`` case: it fails when the efficiency verdict is FAIL, or when the sweep
+    stops before bandwidth can be judged (unless ``rules.verdict.unjudged`` is
+    ``"skip"``). ``input_notes`` (what a directory walk skipped) are skipped
+    ``input`` cases; no run in any input is a failed ``runs`` case.
     ``history`` is a table from :func:`ncclparse.health.history.read_history` (already
-    filtered by tags) or None; ``exclude_keys`` are ingest keys of the candidate.
+    filtered by tags) or None; ``exclude_keys`` are ingest keys of the candidate. With
+    history and ``expect_history``, each shape of the baseline must be present.
     Raises ProfileError for bad hardware options.
     """
     analysis = analyze(result.measurements, hardware, result.runs)
     rows = _frame(analysis.rows)
     runs = {(r["source"], r["run"]): r for r in result.runs.to_pylist()}
     cases = [input_case(exc) for exc in input_failures]
+    cases += [Case("input", n.source, "skip", n.text, n.source) for n in input_notes]
+    if not runs:
+        failed = [input_case(exc).source or "" for exc in input_failures]
+        cases.append(no_run_case(list(dict.fromkeys([*failed, *result.accounting]))))
     cases += [integrity_case(run, rows) for run in runs.values()]
     cases += expect_cases(rows, rules, [r["source"] for r in runs.values()])
+    base = None
+    if history is not None:
+        base = baselines(history, rules.history, exclude_keys=exclude_keys, today=today)
+        if expect_history:
+            cases += history_expect_cases(rows, base, rules.history)
     cases += verdict_cases(runs, analysis, rules.verdict)
     series = list(rows.groupby(list(SERIES_KEYS), dropna=False, sort=False))
     for rule in rules.rules:
         for key, group in series:
             if rule.collective in (None, key[3]):
                 cases.append(_rule_case(rule, context(key, runs), group))
-    if history is not None:
-        base = baselines(history, rules.history, exclude_keys=exclude_keys, today=today)
+    if base is not None:
         for key, group in series:
             cases.append(_history_case(rules, context(key, runs), group, base))
     ranked = blame(run_scores(result.measurements, result.runs), rules.blame)
@@ -107,13 +141,23 @@ def check(
     return CheckResult(tuple(cases), ranked, analysis)
 
 
+def error_result(message: str) -> CheckResult:
+    """A check that could not complete: one failed ``error`` case saying why. Built
+    without the efficiency engine, which may be what failed."""
+    empty = pa.table({})
+    case = Case(ERROR_RULE, "ncclparse check", "fail", message)
+    return CheckResult((case,), (), Analysis(empty, empty, ()), error=message)
+
+
 def verdict_cases(
     runs: dict[tuple[str, int], dict[str, Any]],
     analysis: Analysis,
     policy: VerdictPolicy,
 ) -> list[Case]:
-    """One ``verdict`` case per run: fail when its efficiency verdict is FAIL, skip
-    when nothing was judged on efficiency (status and data are integrity cases)."""
+    """One ``verdict`` case per run: fail when its efficiency verdict is FAIL, or
+    when a series stops before bandwidth can be judged (:func:`unjudged`; skipped
+    instead with ``policy.unjudged = "skip"``); skip when nothing was judged on
+    efficiency (status and data are integrity cases); else pass."""
     rows = analysis.rows.to_pandas()
     fits = analysis.fits.to_pandas()
     cases = []
@@ -129,6 +173,19 @@ def verdict_cases(
         found = hosts(facts)
         where = f"{source} run {run} (hosts {', '.join(found) or 'unknown'})"
         text = "; ".join(f"{f.label} {f.text}" for f in said) or "nothing to judge"
+        short = unjudged(mine)
+        if short:
+            why = "; ".join(short)
+            if policy.unjudged == "skip":
+                status = "fail" if status == "fail" else "skip"
+                accepted = '[verdict] unjudged = "skip"'
+                text = f"bandwidth not verified, accepted by {accepted}: {why}"
+            else:
+                status = "fail"
+                text = f"bandwidth not verified: {why}; {ACCEPT_UNJUDGED}"
+            # What was judged in the run's other blocks (the notes only repeat why).
+            judged = [f"{f.label} {f.text}" for f in said if f.level != "info"]
+            text = "; ".join([text, *judged])
         cases.append(
             Case(
                 "verdict",
@@ -145,12 +202,56 @@ def verdict_cases(
     return cases
 
 
+def unjudged(rows: pd.DataFrame) -> list[str]:
+    """Why bandwidth cannot be judged in each block of one run's analysed ``rows``
+    whose sweep stops short: its largest size still latency-bound, or no plateau
+    reached (busbw still rising, not levelling off, or one size only); empty when
+    every block reaches its plateau. The verdict's notes say the same in other
+    words."""
+    reasons = []
+    for key, block in rows.groupby(list(BLOCK_KEYS), dropna=False, sort=True):
+        judged = judged_rows(block)
+        if judged.empty:
+            continue
+        label = series_label(dict(zip(BLOCK_KEYS, key, strict=True)))
+        largest = judged.iloc[-1]
+        size = format_bytes(largest["size_bytes"])
+        if largest["regime"] == "latency-bound":
+            reasons.append(
+                f"{label}: the largest size measured, {size}, is still "
+                "latency-bound, so no plateau was reached"
+            )
+        elif not judged["plateau"].eq(True).any():
+            busbw = (
+                judged.groupby("size_bytes")["busbw_calc_gbps"].median().astype(float)
+            )
+            if not busbw.notna().any():
+                why = "busbw could not be computed"
+            elif len(busbw) < 2:
+                why = "only 1 size measured, too few to find a plateau"
+            elif busbw.iloc[-1] > STILL_RISING * busbw.iloc[-2]:
+                why = "busbw is still rising there"
+            else:
+                why = "busbw does not level off"
+            reasons.append(
+                f"{label}: no plateau reached by the largest size measured, {size} "
+                f"({why})"
+            )
+    return reasons
+
+
 def _frame(rows: pa.Table) -> pd.DataFrame:
     wanted = [
         *SERIES_KEYS,
+        "line",
         "size_bytes",
         "time_us",
+        "algbw_gbps",
+        "busbw_gbps",
+        "algbw_calc_gbps",
         "busbw_calc_gbps",
+        "busbw_mismatch",
+        "algbw_prescaled",
         "efficiency",
         "regime",
         "wrong",
@@ -159,7 +260,15 @@ def _frame(rows: pa.Table) -> pd.DataFrame:
         "grouped",
     ]
     frame = rows.select(wanted).to_pandas()
-    frame = frame.rename(columns={"busbw_calc_gbps": "busbw_gbps"})
+    # busbw_gbps is the recomputed busbw from here on; the printed figures keep their
+    # own names (integrity compares them).
+    frame = frame.rename(
+        columns={
+            "algbw_gbps": "algbw_printed_gbps",
+            "busbw_gbps": "busbw_printed_gbps",
+            "busbw_calc_gbps": "busbw_gbps",
+        }
+    )
     for name in ("collective", "redop", "root", "nranks", "nnodes"):
         frame[name] = key_text(rows[name])
     return frame

@@ -18,7 +18,16 @@ Guarantees, and how they are kept:
   :func:`read_history` then keeps the rows of the earliest ingest of each key.
 * Interrupted ingests leave no broken file: files are written to a hidden temporary
   name and renamed when complete (:func:`ncclparse.storage.atomic_output`); dataset
-  readers skip names starting with ``.``.
+  readers skip names starting with ``.``. An ingest killed outright (``kill -9``)
+  leaves its temporary file: the next ingest removes those untouched for
+  :data:`STALE_AFTER` seconds (under the lock, so no live ingest owns them) and says
+  how many (:attr:`IngestReport.removed`).
+* A corrupt file is never built on: ingest reads every file of the dataset before
+  adding to it, as :func:`read_history` (``check --history``) does, and refuses with
+  an InputError naming the file.
+* A history it cannot write or lock (read-only, no permission, a file system without
+  ``flock``) is an NcclParseError naming the directory and what to do, not a
+  traceback.
 """
 
 from __future__ import annotations
@@ -26,9 +35,11 @@ from __future__ import annotations
 import datetime as dt
 import fcntl
 import hashlib
+import os
+import re
 import uuid
 from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -43,10 +54,11 @@ from ncclparse import schema
 from ncclparse.api import ParseResult
 from ncclparse.columns import fill_null
 from ncclparse.errors import InputError, NcclParseError
-from ncclparse.storage import atomic_output
+from ncclparse.storage import atomic_output, remove_stale_temporaries
 
 __all__ = [
     "HISTORY_FIELDS",
+    "STALE_AFTER",
     "IngestReport",
     "ingest",
     "read_history",
@@ -70,19 +82,24 @@ _PARTITIONING = ds.partitioning(pa.schema([("date", pa.string())]), flavor="hive
 # by a later version (with added columns) be read alongside older ones.
 _READ_SCHEMA = pa.schema([*HISTORY_SCHEMA, pa.field("date", pa.string())])
 _LOCK = ".ncclparse.lock"
+_SOURCE_PREFIX = re.compile(r"^Could not open Parquet input source '[^']*': ")
+# An ingest writes one file in seconds; a temporary file untouched this long (seconds)
+# whose ingest no longer holds the lock was left by a killed one.
+STALE_AFTER = 3600.0
 
 
 @dataclass(frozen=True, slots=True)
 class IngestReport:
     """What :func:`ingest` did: sources added, skipped (already present) and empty
-    (no measurement to store), the file written (None when nothing was new) and the
-    number of rows in it."""
+    (no measurement to store), the file written (None when nothing was new), the
+    number of rows in it and the stale temporary files of killed ingests removed."""
 
     added: tuple[str, ...]
     skipped: tuple[str, ...]
     empty: tuple[str, ...]
     path: Path | None
     rows: int
+    removed: tuple[Path, ...] = ()
 
 
 def source_keys(result: ParseResult) -> dict[str, str]:
@@ -117,7 +134,8 @@ def ingest(
     """Append the sources of ``result`` not yet in the dataset at ``directory``.
 
     ``date`` names the partition (default: today in UTC); ``now`` the ingest time.
-    Creates ``directory`` if needed. Raises NcclParseError when it cannot be written.
+    Creates ``directory`` if needed. Raises NcclParseError when it cannot be written
+    or locked, InputError when a file of it cannot be read (nothing is added then).
     """
     now = now or dt.datetime.now(dt.UTC)
     date = date or now.date()
@@ -129,6 +147,11 @@ def ingest(
     with_rows = set(pc.unique(result.measurements["source"]).to_pylist())
     empty = tuple(s for s in keys if s not in with_rows)
     with _locked(directory):
+        removed = tuple(
+            path
+            for partition in sorted(directory.glob("date=*"))
+            for path in remove_stale_temporaries(partition, older_than=STALE_AFTER)
+        )
         present = _present_keys(directory)
         added: dict[str, str] = {}  # key -> source: one log given twice is added once
         for source, key in keys.items():
@@ -136,7 +159,7 @@ def ingest(
                 added.setdefault(key, source)
         skipped = tuple(s for s in keys if s in with_rows and s not in added.values())
         if not added:
-            return IngestReport((), skipped, empty, None, 0)
+            return IngestReport((), skipped, empty, None, 0, removed)
         ingest_id = uuid.uuid4().hex[:16]
         table = _rows(result, tuple(added.values()), keys, dict(tags or {}), now)
         table = table.set_column(
@@ -149,7 +172,9 @@ def ingest(
         path = partition / f"{now:%Y%m%dT%H%M%S}-{ingest_id}.parquet"
         with atomic_output(path, binary=True) as handle:
             pq.write_table(table, handle)
-    return IngestReport(tuple(added.values()), skipped, empty, path, table.num_rows)
+    return IngestReport(
+        tuple(added.values()), skipped, empty, path, table.num_rows, removed
+    )
 
 
 def read_history(directory: Path, *, tags: Mapping[str, str] | None = None) -> pa.Table:
@@ -157,15 +182,15 @@ def read_history(directory: Path, *, tags: Mapping[str, str] | None = None) -> p
 
     Keeps only rows whose tags include every ``tags`` item, and of each
     ``ingest_key`` only the rows of its earliest ingest. Raises InputError when the
-    directory does not exist or holds a file that is not Parquet.
+    directory does not exist or holds a file that is not readable Parquet (naming it).
     """
     if not directory.is_dir():
         raise InputError(f"{directory}: history directory not found")
     try:
         dataset = ds.dataset(directory, format="parquet", partitioning=_PARTITIONING)
         table = dataset.to_table()
-    except (OSError, pa.ArrowInvalid) as exc:
-        raise InputError(f"{directory}: cannot read history: {exc}") from exc
+    except (OSError, pa.ArrowException) as exc:
+        raise _unreadable(directory, exc) from exc
     if table.num_rows == 0:
         return table
     for key, value in (tags or {}).items():
@@ -221,11 +246,46 @@ def _rows(
 
 
 def _present_keys(directory: Path) -> set[str]:
+    """The keys in the dataset, reading every column of every file (in batches): a
+    file that ``check --history`` could not read is found here, before an ingest
+    adds to the history (reading only ``ingest_key`` would pass corrupt pages)."""
+    keys: set[str] = set()
     try:
-        found = _dataset(directory).to_table(columns=["ingest_key"])["ingest_key"]
-    except (OSError, pa.ArrowInvalid) as exc:
-        raise InputError(f"{directory}: cannot read history: {exc}") from exc
-    return set(cast("list[str]", pc.unique(found).to_pylist()))  # never null
+        for batch in _dataset(directory).to_batches():
+            found = pc.unique(batch["ingest_key"]).to_pylist()
+            keys.update(cast("list[str]", found))  # never null
+    except (OSError, pa.ArrowException) as exc:
+        raise _unreadable(directory, exc) from exc
+    return keys
+
+
+def _unreadable(directory: Path, exc: Exception) -> InputError:
+    """The error for a dataset that cannot be read, naming the first file that
+    cannot be (read one by one: the dataset's own error seldom names it)."""
+    files = sorted(
+        path
+        for path in directory.rglob("*")
+        if path.is_file()
+        and not any(p.startswith((".", "_")) for p in path.relative_to(directory).parts)
+    )
+    for path in files:
+        try:
+            pq.read_table(path)
+        except (OSError, pa.ArrowException) as error:
+            return InputError(
+                f"{directory}: cannot read history: {path} is not a readable Parquet "
+                f"file ({_first_line(error)}); move it out of the history directory "
+                "(or restore it from a backup) and run again"
+            )
+    return InputError(f"{directory}: cannot read history: {_first_line(exc)}")
+
+
+def _first_line(exc: Exception) -> str:
+    """The error's first line, without the path pyarrow repeats (the message has it)."""
+    text = str(exc).strip()
+    if not text:
+        return repr(exc)
+    return _SOURCE_PREFIX.sub("", text.splitlines()[0])
 
 
 def _dataset(directory: Path) -> ds.Dataset:
@@ -265,10 +325,38 @@ def _rows_digest(result: ParseResult, name: str) -> str:
 
 @contextmanager
 def _locked(directory: Path) -> Iterator[None]:
-    """Hold an exclusive lock on the dataset for the look-up-then-write step."""
-    with (directory / _LOCK).open("a") as handle:
-        fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+    """Hold an exclusive lock on the dataset for the look-up-then-write step.
+
+    Raises NcclParseError when the lock file cannot be opened for writing (a
+    read-only directory or file system) or locked (no ``flock`` there).
+    """
+    try:
+        handle = (directory / _LOCK).open("a")
+    except OSError as exc:
+        raise NcclParseError(
+            f"{directory}: cannot ingest: the history directory is not writable "
+            f"({_strerror(exc)}); make it writable for this user, or give a "
+            "directory on a writable file system"
+        ) from exc
+    with handle:
+        try:
+            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
+        except OSError as exc:
+            raise NcclParseError(
+                f"{directory}: cannot ingest: cannot lock {_LOCK} ({_strerror(exc)}); "
+                "its file system does not provide file locks (e.g. NFS without a "
+                "lock service, Lustre mounted without -o flock): keep the history on "
+                "a file system with locks, such as a local disk"
+            ) from exc
         try:
             yield
         finally:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+            with suppress(OSError):  # closing the file releases the lock anyway
+                fcntl.flock(handle.fileno(), fcntl.LOCK_UN)
+
+
+def _strerror(exc: OSError) -> str:
+    """``exc.strerror``, or the system's text for its errno when it has none."""
+    if exc.strerror:
+        return exc.strerror
+    return os.strerror(exc.errno) if exc.errno else str(exc)

@@ -1,29 +1,58 @@
 """Data integrity cases, which fail closed: inputs, runs and expected data.
 
-A missing, empty or unrecognised input, a failed or truncated run, tool errors,
-out-of-bounds FAILED, ``#wrong`` > 0 (nccl-tests' count, not the old max-deviation
-column), a run without rows, an expected collective or size absent: each is a failed
-case naming the source, run, hosts and collective.
+A missing, empty or unrecognised input, no run in any input, a failed or truncated
+run, tool errors, out-of-bounds FAILED, ``#wrong`` > 0 (nccl-tests' count, not the old
+max-deviation column), a printed bandwidth that size and time contradict, a run
+without rows, an expected collective or size absent, a series of the history baseline
+absent: each is a failed case naming the source, run, hosts and collective.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
+import numpy as np
 import pandas as pd
 
-from ncclparse.formatting import format_bytes
-from ncclparse.health.cases import Case, Finding, Status, context, hosts
-from ncclparse.health.rules import Rules
-from ncclparse.schema import SERIES_KEYS
+# The tolerance of the printed digits, as the busbw_mismatch flag computes it.
+from ncclparse.efficiency.bandwidth import _print_tolerance, _time_tolerance
+from ncclparse.formatting import format_bytes, format_gbps, series_label
+from ncclparse.health.cases import SHOWN, Case, Finding, Status, context, hosts
+from ncclparse.health.rules import HistoryPolicy, Rules
+from ncclparse.schema import SERIES_KEYS, SHAPE_KEYS
 
-__all__ = ["expect_cases", "input_case", "integrity_case"]
+__all__ = [
+    "expect_cases",
+    "history_expect_cases",
+    "input_case",
+    "integrity_case",
+    "no_run_case",
+]
+
+# Tools whose printed algbw and busbw are size / time and busbw = algbw x the bus
+# factor (nccl-tests-format.md sec. 7). IMB's Mbytes/sec counts both directions of
+# a PingPong or Sendrecv, so its bandwidth is not compared.
+_RECOMPUTABLE = frozenset({"nccl-tests", "rccl-tests"})
+# A printed bandwidth is contradicted when it is off by more than the rounding of its
+# digits and of the time's, and by more than this fraction: a corrupt or edited row
+# (x3, a digit lost), not a log re-printed from rounded figures.
+MISPRINT = 0.05
 
 
 def input_case(exc: Exception) -> Case:
     text = str(exc)
     source = getattr(exc, "source", None) or text.split(":", 1)[0]
     return Case("input", source, "fail", f"{text} (no data is never a pass)", source)
+
+
+def no_run_case(sources: Sequence[str]) -> Case:
+    """The failed case of a check that found no run in any input."""
+    shown = ", ".join(sources[:SHOWN])
+    more = f" and {len(sources) - SHOWN} more" if len(sources) > SHOWN else ""
+    given = f"in {len(sources)} input(s) ({shown}{more})" if sources else "(no input)"
+    message = f"no benchmark run {given}: no data is never a pass"
+    return Case("runs", "all inputs", "fail", message)
 
 
 def integrity_case(run: dict[str, Any], rows: pd.DataFrame) -> Case:
@@ -53,6 +82,15 @@ def integrity_case(run: dict[str, Any], rows: pd.DataFrame) -> Case:
             for f, r in zip(findings, wrong.itertuples(), strict=True)
         )
         problems.append(f"#wrong > 0 at {len(findings)} size(s): {sizes}")
+    misprinted = _misprinted(mine)
+    if misprinted:
+        extra = len(misprinted) - SHOWN
+        problems.append(
+            "printed bandwidth disagrees with size and time beyond the rounding of "
+            f"its digits (a corrupt or edited log) at {len(misprinted)} row(s): "
+            + ", ".join(misprinted[:SHOWN])
+            + (f" and {extra} more" if extra > 0 else "")
+        )
     if run["rows"] == 0:
         problems.append("no measurements (no data is never a pass)")
     collective = ", ".join(run["collectives"]) or None
@@ -113,3 +151,100 @@ def expect_cases(rows: pd.DataFrame, rules: Rules, sources: list[str]) -> list[C
                 )
             )
     return cases
+
+
+def history_expect_cases(
+    rows: pd.DataFrame, base: pd.DataFrame, policy: HistoryPolicy
+) -> list[Case]:
+    """One ``expect`` case per shape (``schema.SHAPE_KEYS``: tool, collective, dtype,
+    redop, root, placement, ranks, nodes) the history baseline holds with at least
+    ``policy.min_runs`` runs at some size: it fails when no input has a row of it (a
+    collective dropped from the nightly job must not pass on those that remain).
+    ``base`` is :func:`ncclparse.health.baselines.baselines`' table."""
+    if base.empty:  # no history (then the table has no "runs" column either)
+        return []
+    established = base[(base["runs"] >= policy.min_runs).to_numpy()]
+    if established.empty:
+        return []
+    shapes = established.groupby(level=list(SHAPE_KEYS), sort=True).agg(
+        runs=("runs", "max"), last=("last_date", "max")
+    )
+    present = set(rows[list(SHAPE_KEYS)].itertuples(index=False, name=None))
+    cases = []
+    for record in shapes.reset_index().to_dict("records"):
+        values = {str(k): v for k, v in record.items()}
+        label = f"{values['tool']} {series_label(values)}"
+        seen = f"{int(values['runs'])} runs, last on {values['last']}"
+        ok = tuple(values[k] for k in SHAPE_KEYS) in present
+        message = f"{label}: " + (
+            f"present, as in the history baseline ({seen})"
+            if ok
+            else f"in the history baseline ({seen}) but absent from every input; "
+            "--no-expect-history if it was dropped on purpose"
+        )
+        cases.append(
+            Case(
+                "expect",
+                f"{label} [history]",
+                "pass" if ok else "fail",
+                message,
+                collective=values["collective"] or None,
+                checked=int(values["runs"]),
+            )
+        )
+    return cases
+
+
+def _misprinted(mine: pd.DataFrame) -> list[str]:
+    """Each row whose printed busbw or algbw differs from size / time (x the bus
+    factor) by more than the rounding of the printed bandwidth and time explains,
+    and by more than :data:`MISPRINT`:
+    "1 GiB out-of-place (line 57) busbw 708.06 GB/s printed, 236.0 GB/s from size
+    and time". Only tools whose bandwidths are size / time (:data:`_RECOMPUTABLE`);
+    not a bandwidth printed as 0, a CPU time (nccl-tests computes the bandwidth from
+    the GPU time), a grouped row, nor an all_gather algbw printed the pre-2.9 way."""
+    usable = (
+        mine["tool"].isin(_RECOMPUTABLE).to_numpy()
+        & ~mine["cputime"].to_numpy(dtype=bool)
+        & ~mine["grouped"].to_numpy(dtype=bool)
+    )
+    # busbw: beyond rounding is the efficiency engine's flag (efficiency.bandwidth).
+    busbw = mine["busbw_printed_gbps"].to_numpy(dtype=float, na_value=np.nan)
+    bus = mine["busbw_gbps"].to_numpy(dtype=float, na_value=np.nan)
+    with np.errstate(invalid="ignore"):
+        far = np.abs(busbw - bus) > MISPRINT * np.abs(bus)
+    mismatch = mine["busbw_mismatch"].eq(True).to_numpy()
+    flags = {"busbw": usable & (busbw != 0) & mismatch & far}
+    # algbw: the same tolerance, which the engine computes but does not keep.
+    algbw = mine["algbw_printed_gbps"].to_numpy(dtype=float, na_value=np.nan)
+    alg = mine["algbw_calc_gbps"].to_numpy(dtype=float, na_value=np.nan)
+    time = mine["time_us"].to_numpy(dtype=float, na_value=np.nan)
+    time_tol = _time_tolerance(time, (mine["wrong_kind"] == "max_deviation").to_numpy())
+    with np.errstate(divide="ignore", invalid="ignore"):
+        slack = np.abs(alg) * time_tol / (time - time_tol)
+        diff = np.abs(algbw - alg)
+        off = diff > _print_tolerance(algbw) + slack + 1e-9 * np.abs(alg)
+        off &= diff > MISPRINT * np.abs(alg)
+    flags["algbw"] = (
+        usable
+        & off
+        & (algbw != 0)
+        & (time > time_tol)
+        & ~mine["algbw_prescaled"].eq(True).to_numpy()
+    )
+    either = np.flatnonzero(flags["algbw"] | flags["busbw"])
+    lines = mine["line"].to_numpy()
+    out = []
+    for i in either[np.argsort(lines[either], kind="stable")]:
+        row = mine.iloc[i]
+        parts = [
+            f"{metric} {row[f'{metric}_printed_gbps']:g} GB/s printed, "
+            f"{format_gbps(row[calc])} from size and time"
+            for metric, calc in (("algbw", "algbw_calc_gbps"), ("busbw", "busbw_gbps"))
+            if flags[metric][i]
+        ]
+        out.append(
+            f"{format_bytes(row['size_bytes'])} {row['placement']} (line "
+            f"{row['line']}) {' and '.join(parts)}"
+        )
+    return out

@@ -7,16 +7,20 @@ format (for node-exporter's textfile collector), Markdown and plain text.
 
 from __future__ import annotations
 
+import contextlib
+import html
 import json
 import math
 import re
 import time
 import xml.etree.ElementTree as ET
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 from ncclparse.formatting import format_bytes, format_time_us, markdown_escape
+from ncclparse.health.cases import ERROR_RULE, Case
 from ncclparse.health.check import CheckResult
 from ncclparse.health.compare import Comparison
 from ncclparse.storage import atomic_output
@@ -25,12 +29,15 @@ __all__ = [
     "COMPARE_FORMATS",
     "JSON_VERSION",
     "comparison_format",
+    "error_html",
     "render_comparison",
+    "render_outputs",
     "to_json",
     "to_junit",
     "to_markdown",
     "to_prometheus",
     "to_text",
+    "write_all",
     "write_outputs",
 ]
 
@@ -60,6 +67,7 @@ def to_json(result: CheckResult) -> str:
         "format": "ncclparse-check",
         "version": JSON_VERSION,
         "status": "pass" if result.passed else "fail",
+        "error": result.error,
         "summary": _counts(result),
         "assumptions": list(result.assumptions),
         "cases": [
@@ -116,17 +124,22 @@ def to_junit(result: CheckResult) -> str:
     """JUnit XML: one ``testsuite`` per rule, one ``testcase`` per rule and series.
 
     A failed case carries ``<failure message=...>`` with the full message as text; a
-    skipped one ``<skipped message=...>``. Text is escaped by ElementTree; characters
-    XML cannot hold are replaced by U+FFFD.
+    skipped one ``<skipped message=...>``; the case of a check that could not complete
+    (rule ``error``) ``<error message=...>``. Text is escaped by ElementTree;
+    characters XML cannot hold are replaced by U+FFFD.
     """
     counts = _counts(result)
+
+    def errors(cases: Iterable[Case]) -> int:
+        return sum(c.status == "fail" and c.rule == ERROR_RULE for c in cases)
+
     root = ET.Element(
         "testsuites",
         name="ncclparse check",
         tests=str(counts["cases"]),
-        failures=str(counts["fail"]),
+        failures=str(counts["fail"] - errors(result.cases)),
         skipped=str(counts["skip"]),
-        errors="0",
+        errors=str(errors(result.cases)),
     )
     for rule in dict.fromkeys(c.rule for c in result.cases):
         cases = [c for c in result.cases if c.rule == rule]
@@ -135,9 +148,9 @@ def to_junit(result: CheckResult) -> str:
             "testsuite",
             name=f"ncclparse.check.{rule}",
             tests=str(len(cases)),
-            failures=str(sum(c.status == "fail" for c in cases)),
+            failures=str(sum(c.status == "fail" for c in cases) - errors(cases)),
             skipped=str(sum(c.status == "skip" for c in cases)),
-            errors="0",
+            errors=str(errors(cases)),
         )
         for case in cases:
             element = ET.SubElement(
@@ -147,8 +160,9 @@ def to_junit(result: CheckResult) -> str:
                 name=_xml(case.name),
             )
             if case.status == "fail":
+                kind = "error" if rule == ERROR_RULE else "failure"
                 failure = ET.SubElement(
-                    element, "failure", message=_xml(case.message[:500]), type=rule
+                    element, kind, message=_xml(case.message[:500]), type=rule
                 )
                 failure.text = _xml(case.message)
             elif case.status == "skip":
@@ -208,6 +222,8 @@ def to_prometheus(result: CheckResult, *, timestamp: float | None = None) -> str
 def to_markdown(result: CheckResult) -> str:
     """A Markdown summary: verdict, failures table, slow hosts."""
     lines = [f"## ncclparse check: {'PASS' if result.passed else 'FAIL'}", ""]
+    if result.error is not None:
+        lines += [f"The check could not complete: {_cell(result.error)}", ""]
     lines += [_summary(result), ""]
     if result.failures:
         lines += ["| rule | case | details |", "| --- | --- | --- |"]
@@ -233,6 +249,49 @@ def to_markdown(result: CheckResult) -> str:
     return "\n".join(lines).rstrip("\n") + "\n"
 
 
+def error_html(message: str) -> str:
+    """A page that replaces the HTML report of a check that could not complete, so
+    that no earlier report is left to read as tonight's. Needs no template."""
+    text = html.escape(message)
+    return (
+        '<!DOCTYPE html>\n<html lang="en">\n<head><meta charset="utf-8">'
+        "<title>ncclparse check: FAIL</title></head>\n<body>\n"
+        "<h1>ncclparse check: FAIL</h1>\n"
+        f"<p>The check could not complete: {text}</p>\n</body>\n</html>\n"
+    )
+
+
+def render_outputs(
+    result: CheckResult,
+    *,
+    junit: Path | None = None,
+    json_path: Path | None = None,
+    prometheus: Path | None = None,
+    markdown: Path | None = None,
+    timestamp: float | None = None,
+) -> dict[Path, str]:
+    """Each requested rendering by its path, the Prometheus textfile first (so that
+    :func:`write_all` puts it in place last). ``timestamp`` defaults to now."""
+    when = time.time() if timestamp is None else timestamp
+    renderings = (
+        (prometheus, lambda r: to_prometheus(r, timestamp=when)),
+        (junit, to_junit),
+        (json_path, to_json),
+        (markdown, to_markdown),
+    )
+    return {path: render(result) for path, render in renderings if path is not None}
+
+
+def write_all(files: Mapping[Path, str]) -> None:
+    """Write every file atomically, all or nothing: each is written in full to a
+    temporary file first, and only when all are written are they renamed into place
+    (in reverse order: the first one last). On an error before that, every path is
+    left as it was. Raises NcclParseError when a file cannot be written."""
+    with contextlib.ExitStack() as stack:
+        for path, text in files.items():
+            stack.enter_context(atomic_output(path, binary=False)).write(text)
+
+
 def write_outputs(
     result: CheckResult,
     *,
@@ -241,18 +300,18 @@ def write_outputs(
     prometheus: Path | None = None,
     markdown: Path | None = None,
 ) -> None:
-    """Write each requested rendering atomically (a half-written Prometheus textfile
-    would be scraped as is). Raises NcclParseError when a file cannot be written."""
-    renderings = (
-        (junit, to_junit),
-        (json_path, to_json),
-        (prometheus, lambda r: to_prometheus(r, timestamp=time.time())),
-        (markdown, to_markdown),
+    """Render the requested outputs, then write them all or nothing
+    (:func:`write_all`; a half-written Prometheus textfile would be scraped as is).
+    Raises NcclParseError when a file cannot be written."""
+    write_all(
+        render_outputs(
+            result,
+            junit=junit,
+            json_path=json_path,
+            prometheus=prometheus,
+            markdown=markdown,
+        )
     )
-    for path, render in renderings:
-        if path is not None:
-            with atomic_output(path, binary=False) as handle:
-                handle.write(render(result))
 
 
 def _counts(result: CheckResult) -> dict[str, int]:

@@ -25,6 +25,7 @@ __all__ = [
     "DEFAULT_RULES",
     "METRICS",
     "REGIMES",
+    "UNJUDGED",
     "BlamePolicy",
     "Expectations",
     "HistoryPolicy",
@@ -37,6 +38,8 @@ __all__ = [
 ]
 
 Metric = Literal["efficiency", "busbw_gbps", "time_us"]
+Unjudged = Literal["fail", "skip"]
+UNJUDGED: tuple[str, ...] = ("fail", "skip")
 METRICS: tuple[str, ...] = ("efficiency", "busbw_gbps", "time_us")
 REGIMES: tuple[str, ...] = ("latency-bound", "bandwidth-bound")
 # time is a ceiling; efficiency and bandwidth are floors.
@@ -139,11 +142,15 @@ class VerdictPolicy:
     """The efficiency thresholds of a run's verdict (fractions of the ideal).
 
     At least ``good`` is healthy (OK), below ``poor`` is far below the ideal (FAIL),
-    between is CHECK. ``check`` fails a run whose efficiency verdict is FAIL.
+    between is CHECK. ``check`` fails a run whose efficiency verdict is FAIL, and
+    one whose sweep stops before bandwidth can be judged (the largest size still
+    latency-bound, or no plateau reached) unless ``unjudged`` is ``"skip"`` (a
+    deliberate latency-only sweep), when that run's verdict case is skipped.
     """
 
     good: float = 0.70
     poor: float = 0.5
+    unjudged: Unjudged = "fail"
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,7 +224,17 @@ def rules_from_mapping(data: dict[str, Any]) -> Rules:
 
 
 def _verdict(data: dict[str, Any]) -> VerdictPolicy:
-    policy: VerdictPolicy = _policy(data, "verdict", DEFAULT_RULES.verdict)
+    table = dict(_table(data, "verdict")) if "verdict" in data else {}
+    # The one word among numbers: taken out before the numbers are read.
+    unjudged = table.pop("unjudged", DEFAULT_RULES.verdict.unjudged)
+    if unjudged not in UNJUDGED:
+        raise RulesError(
+            f"[verdict] unjudged: must be one of {', '.join(map(repr, UNJUDGED))}, "
+            f"got {unjudged!r}"
+        )
+    given = {"verdict": table} if "verdict" in data else {}
+    policy: VerdictPolicy = _policy(given, "verdict", DEFAULT_RULES.verdict)
+    policy = replace(policy, unjudged=unjudged)
     if not 0 <= policy.poor <= policy.good:
         raise RulesError(
             f"[verdict]: need 0 <= poor <= good, got poor {policy.poor:g} and good "

@@ -19,8 +19,17 @@ from typing import IO, Protocol, cast
 from ncclparse.errors import UnknownLogFormatError
 
 from . import imb, nccl_tests, nccl_tests_json, oneccl, oneccl_csv
-from ._lines import Line, Skipped, Source, numbered, open_source, without_nccl_debug
+from ._lines import (
+    Line,
+    Skipped,
+    Source,
+    numbered,
+    open_source,
+    read_lines,
+    without_nccl_debug,
+)
 from ._model import LINE_KINDS, Collector, Run
+from ._spill import SpillError
 
 __all__ = [
     "LINE_KINDS",
@@ -31,6 +40,7 @@ __all__ = [
     "Parser",
     "Run",
     "Source",
+    "SpillError",
     "numbered",
     "open_source",
     "parse_lines",
@@ -72,13 +82,13 @@ def parse_lines(
     Runs go to ``emit`` in source order (by first line), as soon as they are final.
     Raises UnknownLogFormatError when no parser recognises the input.
     """
-    lines = numbered(handle)
+    lines = numbered(read_lines(handle, source))
     head = list(itertools.islice(lines, SNIFF_LINES))
     for parser in PARSERS:
         if parser.sniff(head):
             rest: Iterable[Line | Skipped] = lines
             if parser.READS_SKIPPED:
-                rest = without_nccl_debug(handle, len(head) + 1)
+                rest = without_nccl_debug(handle, len(head) + 1, source)
             # Skipped items reach only parsers that declare READS_SKIPPED.
             stream = cast("Iterable[Line]", itertools.chain(head, rest))
             return parser.parse(stream, source, emit)

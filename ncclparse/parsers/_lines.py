@@ -22,7 +22,7 @@ _PREFIXES = re.compile(
       | [ ]*(?P<srun>\d+):[ ]                          # srun --label
       | \[(?P<rank>\d+)\][ ]                          # MPICH / Intel MPI -prepend-rank
     )""",
-    re.VERBOSE,
+    re.VERBOSE | re.ASCII,
 )
 
 
@@ -67,6 +67,37 @@ def strip_prefix(text: str) -> tuple[str, str | None]:
 MAX_LINE = 1 << 20
 
 
+# A "line" longer than this is not text a benchmark printed (/dev/zero, a core dump,
+# a binary): the input is refused rather than scanned for ever in search of its end.
+MAX_SKIPPED = 64 << 20
+
+
+def _too_long(source: str) -> InputError:
+    return InputError(
+        f"{source}: a line longer than {MAX_SKIPPED >> 20} MiB characters: not a "
+        "text log"
+    )
+
+
+def read_lines(handle: IO[str], source: str) -> Iterator[str]:
+    """The lines of ``handle`` as iteration gives them (with their endings), except
+    that a line longer than MAX_LINE is given cut (no ending, so it reads as cut off)
+    and the rest of it is never held in memory.
+
+    Raises InputError naming ``source`` for a line longer than MAX_SKIPPED.
+    """
+    while raw := handle.readline(MAX_LINE + 1):
+        if len(raw) > MAX_LINE and not raw.endswith(("\n", "\r")):
+            skipped = 0
+            while rest := handle.readline(_CHUNK):
+                if rest.endswith(("\n", "\r")):
+                    break
+                skipped += len(rest)
+                if skipped > MAX_SKIPPED:
+                    raise _too_long(source)
+        yield raw
+
+
 def numbered(raw_lines: Iterable[str]) -> Iterator[Line]:
     """Number raw lines (with their endings), strip CR/LF and launcher prefixes."""
     for number, raw in enumerate(raw_lines, start=1):
@@ -91,7 +122,9 @@ _CHUNK = 1 << 22
 _READ_FIRST = frozenset(" \t#[|>0123456789")
 
 
-def without_nccl_debug(handle: IO[str], first: int) -> Iterator[Line | Skipped]:
+def without_nccl_debug(
+    handle: IO[str], first: int, source: str
+) -> Iterator[Line | Skipped]:
     """The lines of ``handle`` (numbered from ``first``), runs of NCCL debug as Skipped.
 
     A plain NCCL debug line (``host:pid:tid [dev] NCCL INFO ...`` with no launcher
@@ -135,9 +168,26 @@ def without_nccl_debug(handle: IO[str], first: int) -> Iterator[Line | Skipped]:
             topology = _facts(raws, previous + 1, len(raws)) if facts else None
             yield Skipped(len(raws) - previous - 1, number + len(raws), topology)
         number += len(raws)
+        if len(carry) > MAX_LINE:  # a line with no end in sight: cut it, skip the rest
+            number += 1
+            yield _line(number, carry)
+            carry = _skip_rest_of_line(handle, source)
     for raw in io.StringIO(carry, newline=""):
         number += 1
         yield _line(number, raw)
+
+
+def _skip_rest_of_line(handle: IO[str], source: str) -> str:
+    """Read past the end of an overlong line; return what follows its ending."""
+    skipped = 0
+    while block := handle.read(_CHUNK):
+        end = block.find("\n")
+        if end >= 0:
+            return block[end + 1 :]
+        skipped += len(block)
+        if skipped > MAX_SKIPPED:
+            raise _too_long(source)
+    return ""
 
 
 def _facts(raws: list[str], start: int, end: int) -> Facts | None:

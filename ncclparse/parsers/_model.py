@@ -16,6 +16,7 @@ import pyarrow as pa
 from ncclparse import schema
 
 from ._lines import Line
+from ._spill import RowSpill
 
 # Kinds of input line for the accounting rule of schema.md: every line is one of these.
 LINE_KINDS = (
@@ -26,6 +27,90 @@ LINE_KINDS = (
     "blank",
     "warned",  # not understood: named with its number in runs.warnings
 )
+
+
+class _Group:
+    """One message of a Notes: how often it came, and its first places."""
+
+    __slots__ = ("count", "message", "places")
+
+    def __init__(self, message: str, where: str) -> None:
+        self.message = message
+        self.count = 1
+        self.places = [where]
+
+
+class Notes:
+    """A run's warnings or errors, as ``line N: message`` texts, in bounded memory.
+
+    Repeats of one message are one entry naming its first :data:`SHOWN` places and
+    how many more (``lines 4, 9, 12 and 3,995 more: message``); after :data:`LIMIT`
+    different messages the rest are counted in one last entry. So a run's notes cost
+    the same whether its log repeats a problem ten times or ten million. Errors are
+    kept one per line (``grouped=False``): each is what the tool printed.
+    """
+
+    SHOWN = 5
+    LIMIT = 200
+    __slots__ = ("_grouped", "_groups", "_more", "_more_first", "_more_last")
+
+    def __init__(self, *, grouped: bool = True) -> None:
+        # Keyed by the message, or by arrival when not grouped; None until the first
+        # (most runs have none, and a log may hold many thousands of runs).
+        self._groups: dict[str | int, _Group] | None = None
+        self._grouped = grouped
+        self._more = 0
+        self._more_first = self._more_last = ""
+
+    def add(self, where: str, message: str) -> None:
+        """Add ``message`` about ``where`` (``line N`` or ``lines N-M``)."""
+        if self._groups is None:
+            self._groups = {}
+        key: str | int = message if self._grouped else len(self._groups)
+        group = self._groups.get(key)
+        if group is not None:
+            group.count += 1
+            if len(group.places) < self.SHOWN:
+                group.places.append(where)
+        elif len(self._groups) < self.LIMIT:
+            self._groups[key] = _Group(message, where)
+        else:
+            self._more += 1
+            self._more_first = self._more_first or where
+            self._more_last = where
+
+    def texts(self) -> list[str]:
+        """The entries, in the order their messages first appeared."""
+        texts = []
+        for group in (self._groups or {}).values():
+            places, count = group.places, group.count
+            if count == 1:
+                texts.append(f"{places[0]}: {group.message}")
+                continue
+            shown = ", ".join(p.split(" ", 1)[1] for p in places)
+            more = f" and {count - len(places):,} more" if count > len(places) else ""
+            texts.append(f"lines {shown}{more}: {group.message}")
+        if self._more:
+            span = self._more_first.split(" ", 1)[1]
+            if self._more_last != self._more_first:
+                span += " to " + self._more_last.split(" ", 1)[1]
+            texts.append(
+                f"lines {span}: {self._more:,} more notes not kept (at most "
+                f"{self.LIMIT} different ones are kept per run)"
+            )
+        return texts
+
+    def __len__(self) -> int:
+        return len(self._groups or ()) + bool(self._more)
+
+    def __bool__(self) -> bool:
+        return bool(self._groups)
+
+
+# A run keeps its first KEEP_ROWS rows in memory (what inference reads); beyond them
+# rows go to a RowSpill in chunks of SPILL_ROWS.
+KEEP_ROWS = 4_096
+SPILL_ROWS = 4_096
 
 
 @dataclass(slots=True)
@@ -56,15 +141,50 @@ class Run:
     nvls: bool | None = None
     collnet: bool | None = None
     local_ranks: int | None = None
-    errors: list[str] = field(default_factory=list)
-    warnings: list[str] = field(default_factory=list)
+    errors: Notes = field(default_factory=lambda: Notes(grouped=False))
+    warnings: Notes = field(default_factory=Notes)
+    # The first KEEP_ROWS rows (what inference reads), then those not yet spilled.
     rows: list[dict[str, Any]] = field(default_factory=list)
+    spill: RowSpill | None = None  # the rows after the first KEEP_ROWS
+    copy: int | None = None  # this run's copy index in a shared spill
+    # Every row's collective, set when the run ends, for rows that do not name one.
+    rows_collective: str | None = None
 
-    def warn(self, line: int, message: str) -> None:
-        self.warnings.append(f"line {line}: {message}")
+    def warn(self, line: int | str, message: str) -> None:
+        """Name ``line`` (a number, or ``lines N-M``) in the run's warnings."""
+        self.warnings.add(f"line {line}" if isinstance(line, int) else line, message)
 
     def error(self, line: int, message: str) -> None:
-        self.errors.append(f"line {line}: {message}")
+        self.errors.add(f"line {line}", message)
+
+    def add_row(self, row: dict[str, Any]) -> None:
+        """Append a measurement row; beyond KEEP_ROWS rows they go to a spill file."""
+        self.rows.append(row)
+        if len(self.rows) >= KEEP_ROWS + SPILL_ROWS:
+            self.seal_rows()
+
+    def seal_rows(self) -> None:
+        """Move the rows after the first KEEP_ROWS to the spill, if there is one or
+        they are many (so that the spill holds every row after those)."""
+        tail = self.rows[KEEP_ROWS:]
+        if not tail or (self.spill is None and len(tail) < SPILL_ROWS):
+            return
+        if self.spill is None:
+            self.spill = RowSpill()
+        self.spill.write(in_range(self, tail))
+        del self.rows[KEEP_ROWS:]
+
+    def set_row_collective(self, name: str | None) -> None:
+        """Set the collective of every row (read back from the spill ones too)."""
+        self.rows_collective = name
+        for row in self.rows:
+            row["collective"] = name
+
+    @property
+    def row_count(self) -> int:
+        """Rows read, in memory and spilled."""
+        spilled = self.spill.rows(self.copy) if self.spill is not None else 0
+        return len(self.rows) + spilled
 
     def add_collective(self, name: str | None) -> None:
         if name and name not in self.collectives:
@@ -88,6 +208,20 @@ _INT_BITS = {
 
 
 _ROW_INTS = tuple(name for name in schema.MEASUREMENT_COLUMNS if name in _INT_BITS)
+
+
+def in_range(run: Run, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``rows`` without those holding an integer beyond its column's type (warned)."""
+    if not any(_column_out_of_range(name, rows) for name in _ROW_INTS):
+        return rows
+    kept = []
+    for row in rows:
+        bad = next((k for k in _ROW_INTS if _out_of_range(k, row.get(k))), None)
+        if bad is not None:
+            run.warn(row["line"], f"{bad} out of range: row not read")
+        else:
+            kept.append(row)
+    return kept
 
 
 def _column_out_of_range(name: str, rows: list[dict[str, Any]]) -> bool:
@@ -142,7 +276,6 @@ class Collector:
                 setattr(run, name, None)
         rows = self._add_rows(source, index, run)
         self._add_run(source, index, run, rows)
-        self._buffered += rows
         if self._buffered >= BATCH_ROWS:
             self.flush()
         if len(self.runs["run"]) >= BATCH_RUNS:
@@ -157,10 +290,13 @@ class Collector:
             values.clear()
         self._buffered = 0
         for batch in table.to_batches():
-            if self.on_batch is not None:
-                self.on_batch(batch)
-            else:
-                self.batches.append(batch)
+            self._hand_on(batch)
+
+    def _hand_on(self, batch: pa.RecordBatch) -> None:
+        if self.on_batch is not None:
+            self.on_batch(batch)
+        else:
+            self.batches.append(batch)
 
     def _flush_runs(self) -> None:
         self.run_batches.extend(schema.runs_table(self.runs).to_batches())
@@ -187,15 +323,8 @@ class Collector:
             "nnodes": run.nnodes,
             "device": run.device,
         }
-        rows = run.rows
-        if any(_column_out_of_range(name, rows) for name in _ROW_INTS):
-            rows = []
-            for row in run.rows:
-                bad = next((k for k in _ROW_INTS if _out_of_range(k, row.get(k))), None)
-                if bad is not None:
-                    run.warn(row["line"], f"{bad} out of range: row not read")
-                else:
-                    rows.append(row)
+        run.seal_rows()
+        rows = in_range(run, run.rows)
         # Column by column: one comprehension per column is much cheaper than a
         # Python loop over every (row, column) pair.
         for name, values in self.measurements.items():
@@ -204,7 +333,15 @@ class Collector:
             else:
                 default = _ROW_DEFAULTS.get(name)
                 values.extend([row.get(name, default) for row in rows])
-        return len(rows)
+        self._buffered += len(rows)
+        count = len(rows)
+        if run.spill is not None:
+            self.flush()  # the rows in memory come before the spilled ones
+            for batch in run.spill.batches(run.copy):
+                self._hand_on(_with_run_columns(batch, shared, run.rows_collective))
+                count += batch.num_rows
+            run.spill.release()
+        return count
 
     def _add_run(self, source: str, index: int, run: Run, rows: int) -> None:
         values = {
@@ -225,8 +362,8 @@ class Collector:
             "params": list(run.params.items()),
             "avg_busbw_gbps": run.avg_busbw_gbps,
             "oob_values": run.oob_values,
-            "errors": run.errors,
-            "warnings": run.warnings,
+            "errors": run.errors.texts(),
+            "warnings": run.warnings.texts(),
             "command": run.command,
             "oob_ok": run.oob_ok,
             "avg_busbw_ok": run.avg_busbw_ok,
@@ -239,6 +376,21 @@ class Collector:
         }
         for name, column in self.runs.items():
             column.append(values[name])
+
+
+def _with_run_columns(
+    batch: pa.RecordBatch, shared: dict[str, Any], collective: str | None
+) -> pa.RecordBatch:
+    """A spilled batch completed to a measurements batch with the run's columns."""
+    arrays = []
+    for f in schema.MEASUREMENT_FIELDS:
+        if f.name in shared:
+            arrays.append(pa.array([shared[f.name]] * batch.num_rows, type=f.type))
+        elif f.name == "collective" and collective is not None:
+            arrays.append(pa.array([collective] * batch.num_rows, type=f.type))
+        else:
+            arrays.append(batch.column(f.name))
+    return pa.RecordBatch.from_arrays(arrays, schema=schema.MEASUREMENTS_SCHEMA)
 
 
 def parse_at_end(

@@ -4,11 +4,18 @@ A layout comes from the column-names header line, or, for pasted fragments with 
 header, from the first data row itself. Rows are split on whitespace and anchored
 from the right (docs/nccl-tests-format.md section 13): the metric columns have fixed
 counts, while the key columns before them may hold an empty redop field.
+
+Also what a printed value may be, for every parser: numbers are ASCII (Python's
+``int()``/``float()`` and ``\\d`` also take other scripts' digits, fullwidth or
+Arabic-Indic ones, which no tool prints), and :func:`impossible` names the values no
+measurement can have (a negative time, a NaN bandwidth ...).
 """
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -59,11 +66,17 @@ _METRIC_NAMES = {
     "i_p99": "i_p99",
     "i_cv%": "i_cv",
 }
-_DEVIATION = re.compile(
-    r"^\d+e[+-]\d+\*?$"
-)  # E0-E2 `%5.0le` max deviation: 0e+00, 2e-07
-_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
-_INT = re.compile(r"^-?\d+$")
+# E0-E2 `%5.0le` max deviation: 0e+00, 2e-07
+_DEVIATION = re.compile(r"^\d+e[+-]\d+\*?$", re.ASCII)
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$", re.ASCII)
+_INT = re.compile(r"^-?\d+$", re.ASCII)
+# A number as C's printf writes one (`%g`, `%f`, `%e`; glibc's `nan`, `-nan`, `inf`).
+_FLOAT = re.compile(
+    r"^[-+]?(?:(?:\d+\.?\d*|\.\d+)(?:e[-+]?\d+)?|nan|inf(?:inity)?)$",
+    re.ASCII | re.IGNORECASE,
+)
+# How much of a value a message shows.
+SHOWN = 24
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,15 +175,100 @@ def layout_from_row(tokens: list[str]) -> Layout | None:
 
 
 def _is_number(token: str) -> bool:
-    try:
-        float(token.rstrip("*"))
-    except ValueError:
-        return False
-    return True
+    return _FLOAT.match(token.rstrip("*")) is not None
+
+
+def to_float(token: str) -> float:
+    """``float(token)`` for a number as a tool prints it (ASCII, ``nan``, ``inf``).
+
+    Raises ValueError for anything else: non-ASCII digits, ``1_000``, `` 5``,
+    ``0x1f``.
+    """
+    if _FLOAT.match(token) is None:
+        raise ValueError(f"not a number: {token[:SHOWN]!r}")
+    return float(token)
+
+
+def is_count(token: str, digits: int = 18) -> bool:
+    """True for a plain non-negative integer of ASCII digits (at most ``digits``)."""
+    return token.isascii() and token.isdigit() and len(token) <= digits
 
 
 class RowError(ValueError):
     """A data line that does not fit the layout; the message says why."""
+
+
+class ImpossibleValue(RowError):
+    """A data line holding a value no measurement can have (see :func:`impossible`)."""
+
+
+# Row columns no measurement can have outside [0, inf) (None: no such value printed,
+# except for the time, which every row has), as (name in messages, what it is).
+_POSSIBLE = {
+    "reported_bytes": ("size", "size"),
+    "size_bytes": ("size", "size"),
+    "count": ("count", "count"),
+    "repetitions": ("repetitions", "count"),
+    "time_us": ("time", "time"),
+    "algbw_gbps": ("algbw", "bandwidth"),
+    "busbw_gbps": ("busbw", "bandwidth"),
+}
+
+
+def impossible(
+    values: Mapping[str, Any], shown: Mapping[str, str] | None = None
+) -> str | None:
+    """Why a row's values cannot be a measurement, or None when they can be.
+
+    ``values`` are keyed by schema column. A time that is missing, negative, infinite
+    or NaN, a printed algbw/busbw that is negative, infinite or NaN, and a negative
+    size, count or repetition count are impossible; zero is possible (nccl-tests
+    prints `0.00` bandwidths for small sizes). The reason names the first such value,
+    as ``shown`` has it (the printed token) or else as Python writes it::
+
+        time -5.3 is not a possible time
+    """
+    for column, (name, kind) in _POSSIBLE.items():
+        if column not in values:
+            continue
+        value = values[column]
+        if value is None:
+            bad = kind == "time"
+        elif isinstance(value, float):
+            bad = not (math.isfinite(value) and value >= 0)
+        else:
+            bad = value < 0
+        if bad:
+            text = (shown or {}).get(column) or _written(value)
+            return f"{name} {text[:SHOWN]} is not a possible {kind}"
+    return None
+
+
+def _written(value: Any) -> str:
+    return "null" if value is None else str(value)
+
+
+def table_row_problem(
+    tokens: list[str], headers: list[str], columns: Mapping[str, str]
+) -> str | None:
+    """Why a row of an Intel tool's whitespace table (IMB, oneCCL) is not a
+    measurement, found before it is read: a token that is not ASCII (int() and
+    float() would take other digits), or a value :func:`impossible` names.
+
+    ``headers`` are the table's labels, ``columns`` maps labels to schema columns.
+    None also when the row has another problem (the table reader names it).
+    """
+    if len(tokens) != len(headers):
+        return None
+    values: dict[str, float] = {}
+    shown: dict[str, str] = {}
+    for label, token in zip(headers, tokens, strict=True):
+        if not token.isascii():
+            return f"{label} {token[:SHOWN]!r} is not a number"
+        column = columns.get(label)
+        if column in _POSSIBLE and _FLOAT.match(token):
+            values[column], shown[column] = float(token), token
+    return impossible(values, shown)
 
 
 def read_row(
@@ -203,13 +301,18 @@ def read_row(
 
 def _read_keys(tokens: list[str], layout: Layout) -> dict[str, Any]:
     size, count, type_name, *middle = tokens
-    try:
-        keys: dict[str, Any] = {"size_bytes": int(size), "count": int(count)}
-    except ValueError as exc:
+    if not (_INT.match(size) and _INT.match(count)):
         raise RowError(
-            f"size and count must be integers, found {size!r} {count!r}"
-        ) from exc
-    if not (0 <= keys["size_bytes"] < 2**63 and 0 <= keys["count"] < 2**63):
+            f"size and count must be integers, found {size[:SHOWN]!r} {count[:SHOWN]!r}"
+        )
+    # Longer than int64 can be: not converted (int() of 5000 digits raises).
+    if max(len(t.lstrip("-").lstrip("0")) for t in (size, count)) > 19:
+        raise RowError(f"size or count out of range: {size[:24]} {count[:24]}")
+    keys: dict[str, Any] = {"size_bytes": int(size), "count": int(count)}
+    reason = impossible(keys, {"size_bytes": size, "count": count})
+    if reason is not None:
+        raise ImpossibleValue(reason)
+    if not (keys["size_bytes"] < 2**63 and keys["count"] < 2**63):
         raise RowError(f"size or count out of range: {size[:24]} {count[:24]}")
     dtype = DTYPES.get(type_name)
     if dtype is None:
@@ -244,7 +347,7 @@ def _read_block(
         return None
     block: dict[str, Any] = {}
     try:
-        time = float(named["time"])
+        time = to_float(named["time"])
         block["time_us"] = time * 1000.0 if layout.time_in_ms else time
         block["algbw_gbps"] = _number(named.get("algbw"))
         block["busbw_gbps"] = _number(named.get("busbw"))
@@ -255,7 +358,12 @@ def _read_block(
         block["time_p99_us"] = _number(named.get("i_p99"))
         block["stddev_pct"] = _number(named.get("i_cv"))
     except ValueError as exc:
-        raise RowError(f"not a number: {exc.args[0].split(': ')[-1]}") from exc
+        raise RowError(str(exc)) from exc
+    shown = {"time_us": named["time"]}
+    shown.update({f"{k}_gbps": named[k] for k in ("algbw", "busbw") if k in named})
+    reason = impossible(block, shown)
+    if reason is not None:
+        raise ImpossibleValue(reason)
     kind = layout.wrong_kind
     if kind is None and wrong is not None and wrong != "N/A":
         kind = "max_deviation" if _DEVIATION.match(wrong) else "count"
@@ -269,4 +377,4 @@ def _read_block(
 def _number(token: str | None) -> float | None:
     if token is None or token == "N/A":
         return None
-    return float(token)
+    return to_float(token)

@@ -13,46 +13,63 @@ from collections.abc import Sequence
 from ._lines import Line
 from ._nccl_layout import is_names_line, layout_from_row
 
-ROW_START = re.compile(r"^\s*\d+\s+\d+\s+[A-Za-z]")
+# A negative size or count starts a row too: it is read, and named as impossible.
+ROW_START = re.compile(r"^\s*-?\d+\s+-?\d+\s+[A-Za-z]", re.ASCII)
 # Tokens must be separated by whitespace: `(?:[\d.]+\s*)+` backtracks exponentially.
-NUMBERS_ONLY = re.compile(r"^\s*(?:(?:-?[\d.]+(?:e[+-]?\d+)?\*?|N/A)(?:\s+|$))+$")
-PARAMS = re.compile(r"^nThreads?:?\s+\d")
+NUMBERS_ONLY = re.compile(
+    r"^\s*(?:(?:-?[\d.]+(?:e[+-]?\d+)?\*?|N/A)(?:\s+|$))+$", re.ASCII
+)
+PARAMS = re.compile(r"^nThreads?:?\s+\d", re.ASCII)
 # The lookbehind keeps a long run of letters linear (a match starts a word anyway).
 PARAM_PAIR = re.compile(
-    r"(?<![A-Za-z_])([A-Za-z_]+(?: iters)?|warmupIters):?\s+(-?\d\S*)"
+    r"(?<![A-Za-z_])([A-Za-z_]+(?: iters)?|warmupIters):?\s+(-?\d\S*)", re.ASCII
 )
 RANK = re.compile(
     r"^Rank\s+(?P<rank>\d{1,6})\s+(?:Group\s+\d+\s+)?(?:Pid\s+\d+\s+)?on\s+(?P<host>\S+)\s+"
-    r"device\s+(?P<dev>\d{1,6})\s+\[[^\]]*\]\s?(?P<name>.*)$"
+    r"device\s+(?P<dev>\d{1,6})\s+\[[^\]]*\]\s?(?P<name>.*)$",
+    re.ASCII,
 )
 # A Rank line cut by the end of input; the host only when it is complete (bounded:
 # ranks fill lists).
 CUT_RANK = re.compile(
-    r"^Rank\s+(?P<rank>\d{1,6})\s+\S(?:.*?\bon\s+(?P<host>\S+)\s+device\b)?"
+    r"^Rank\s+(?P<rank>\d{1,6})\s+\S(?:.*?\bon\s+(?P<host>\S+)\s+device\b)?", re.ASCII
 )
-CUT_OWN = re.compile(r"^[\s\d#]")  # how cut rows and (`#`-stripped) tool lines start
+CUT_OWN = re.compile(
+    r"^[\s\d#]", re.ASCII
+)  # how cut rows and (`#`-stripped) tool lines start
 # mscclpp-test prints nccl-tests' preamble and Rank lines, then its own table.
-LOOKALIKE = re.compile(r"MSCCL\+\+|^#?\s*minBytes \d")
+LOOKALIKE = re.compile(r"MSCCL\+\+|^#?\s*minBytes \d", re.ASCII)
 VERSION = re.compile(
-    r"^nccl-tests version (?P<v>\S+)(?:.*nccl-library=(?P<lib>\d{1,9})\b)?"
+    r"^nccl-tests version (?P<v>\S+)(?:.*nccl-library=(?P<lib>\d{1,9})\b)?", re.ASCII
 )
-RCCL_VERSION = re.compile(r"^rccl-tests: Version (?P<v>\S+)")
-STARTING = re.compile(r"^Collective test (?P<what>starting|concluded): (?P<name>\S+)")
-COMPILED = re.compile(r"^NCCL Tests compiled with NCCL (?P<v>\S+)")
-NCCL_VERSION = re.compile(r"\b(?P<lib>NCCL|RCCL) version (?P<v>\d\S*)")
-OOB = re.compile(r"^Out of bounds values\s*:\s*(?P<n>\d{1,18})\s*(?P<ok>OK|FAILED)?")
-AVG = re.compile(r"^Avg bus bandwidth\s*:\s*(?P<v>\S+)\s*(?P<ok>OK|FAILED)?")
+RCCL_VERSION = re.compile(r"^rccl-tests: Version (?P<v>\S+)", re.ASCII)
+STARTING = re.compile(
+    r"^Collective test (?P<what>starting|concluded): (?P<name>\S+)", re.ASCII
+)
+COMPILED = re.compile(r"^NCCL Tests compiled with NCCL (?P<v>\S+)", re.ASCII)
+NCCL_VERSION = re.compile(r"\b(?P<lib>NCCL|RCCL) version (?P<v>\d\S*)", re.ASCII)
+OOB = re.compile(
+    r"^Out of bounds values\s*:\s*(?P<n>\d{1,18})\s*(?P<ok>OK|FAILED)?", re.ASCII
+)
+# The value as C prints a number (or a word): non-ASCII digits or `1_0` are no
+# average (float() would take them), and the line is not the footer.
+AVG = re.compile(
+    r"^Avg bus bandwidth\s*:\s*(?P<v>[-+./0-9A-Za-z]+)(?!\S)\s*(?P<ok>OK|FAILED)?",
+    re.ASCII,
+)
 FAILURE = re.compile(
     r"(?:Test (?:NCCL|CUDA|HIP) failure|Test failure|Test timeout|"
-    r"^(?:NCCL|Cuda|CUDA|HIP) failure \S+:\d+)"
+    r"^(?:NCCL|Cuda|CUDA|HIP) failure \S+:\d+)",
+    re.ASCII,
 )
 # Option errors nccl-tests prints on stderr before giving up.
-TOOL_ERROR = re.compile(r"^(?:Invalid number of GPUs|invalid size specified)")
-BINARY = re.compile(r"\b(?P<name>[a-z_]+?)_perf\w*")
+TOOL_ERROR = re.compile(r"^(?:Invalid number of GPUs|invalid size specified)", re.ASCII)
+BINARY = re.compile(r"\b(?P<name>[a-z_]+?)_perf\w*", re.ASCII)
 # Where another process's NCCL line was glued onto a data row.
 GLUED_NOISE = re.compile(
     r"(?:\[\d+\]\s*)?(?<![\w.\-])[\w.\-]+:\d+:\d+ \[\d+\] (?:NCCL|RCCL) "
-    r"|NCCL (?:INFO|WARN) "
+    r"|NCCL (?:INFO|WARN) ",
+    re.ASCII,
 )
 STRUCTURE_PREFIXES = (
     "Using devices",

@@ -7,7 +7,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass, field
 
-from ._model import Run
+from ._model import Notes, Run
 from ._nccl_layout import Layout
 from ._nccl_topology import Topology
 
@@ -30,31 +30,57 @@ class StreamState:
     # copies of one run; they are told apart by the order in which rows repeat.
     copies: int = 1
     repeats: Counter[tuple[object, ...]] = field(default_factory=Counter)
+    rank_lines: Counter[int] = field(default_factory=Counter)  # Rank lines per rank
     footers: int = 0
     topology: Topology | None = None  # what NCCL's debug lines said, for the run
 
 
 def split_copies(run: Run, state: StreamState) -> list[Run]:
-    """Split a run printed by K concurrent copies (StreamState.copies) into K runs."""
+    """Split a run printed by K concurrent copies (StreamState.copies) into K runs.
+
+    Only copies that show in rows or Rank lines become runs (as many as the most
+    repeated row or rank): a preamble repeated without them (hostile or mangled
+    input) stays one run.
+    The lines the copies share (warnings, errors) stay with the first: which copy
+    printed them is unknowable, and K copies of each would grow as K x lines.
+    """
+    run.seal_rows()
     rows = run.rows
+    shown = max(
+        max(state.repeats.values(), default=0),
+        max(state.rank_lines.values(), default=0),
+    )
+    split = min(state.copies, shown)
+    if split <= 1:
+        for row in rows:
+            row.pop("_copy", None)
+        run.warn(
+            run.first_line,
+            f"the run's preamble is printed {state.copies} times but its rows and "
+            "Rank lines are not: read as one run",
+        )
+        return [run]
+    if run.spill is not None:
+        run.spill.readers = split
     runs = [run] + [
         dataclasses.replace(
             run,
             collectives=list(run.collectives),
             params=dict(run.params),
             nics=list(run.nics),
-            errors=list(run.errors),
-            warnings=list(run.warnings),
+            errors=Notes(grouped=False),
+            warnings=Notes(),
         )
-        for _ in range(state.copies - 1)
+        for _ in range(split - 1)
     ]
+    message = (
+        f"{split} interleaved copies of one run (a non-MPI build under "
+        "mpirun?); rows assigned to copies in the order they repeat"
+    )
     for index, each in enumerate(runs):
         each.rows = [r for r in rows if r["_copy"] == index]
-        each.warn(
-            run.first_line,
-            f"{state.copies} interleaved copies of one run (a non-MPI build under "
-            "mpirun?); rows assigned to copies in the order they repeat",
-        )
+        each.copy = index
+        each.warn(run.first_line, message)
     for row in rows:
         del row["_copy"]
     return runs

@@ -38,7 +38,7 @@ _FACTS = r"""L\ INFO\ (?:
   | nvlsSupport\ \d
   | [1-9]\d*\ coll\ channels,\ (?:\d+\ collnet\ channels,\ )?\d{1,9}\ nvls\ channels
 )"""
-_FACT_TEXT = re.compile(_FACTS, re.VERBOSE)
+_FACT_TEXT = re.compile(_FACTS, re.VERBOSE | re.ASCII)
 # Channel connection lines over the network (`Channel 00/0 : 0[0] -> 8[0] [send] via
 # NET/IB/0/GDRDMA`; NCCL 2.4-2.5: `Ring 00 : 7 -> 8 [send] via NET/IB/0`; RCCL adds
 # `comm 0x... nRanks 08`): hundreds per job, and only NCCL's connection lines say
@@ -64,10 +64,10 @@ _FACT = re.compile(
       | (?P<cnst>CollNet\ .+)
       | (?P<sup>nvls|collNet)Support\ (?P<supv>\d)
     )""",
-    re.VERBOSE,
+    re.VERBOSE | re.ASCII,
 )
-_NET_NAME = re.compile(r" via NET/([^/\r\n]+)")
-_NIC = re.compile(r"\[\d+\]([^\s:\[\]]+)")
+_NET_NAME = re.compile(r" via NET/([^/\r\n]+)", re.ASCII)
+_NIC = re.compile(r"\[\d+\]([^\s:\[\]]+)", re.ASCII)
 # Networks with two names: an IB external plugin (HPC-X) calls itself "NCCL RDMA Plugin
 # vN" in `Using network` and names its transport (IBext_vN, UCX) on `P2P plugin`.
 _WRAPPERS = ("NCCL RDMA Plugin",)
@@ -143,7 +143,7 @@ def scan(text: str) -> Facts | None:
 
 
 # How the messages _FACTS reads begin (a digit: `16 coll channels, ...`).
-_HINT = re.compile(r"L INFO (?:N[ECV]|Us|GP|[Cc]o|ra|P2|nv|[1-9])")
+_HINT = re.compile(r"L INFO (?:N[ECV]|Us|GP|[Cc]o|ra|P2|nv|[1-9])", re.ASCII)
 
 
 def scan_line(text: str) -> Facts | None:

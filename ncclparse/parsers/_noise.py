@@ -27,7 +27,7 @@ _NOISE = re.compile(
     | ^\+{1,3}\ \S                                   # set -x traces
     | ^(?:real|user|sys)\s+\d+m[\d.]+s$              # `time` output
     """,
-    re.VERBOSE,
+    re.VERBOSE | re.ASCII,
 )
 
 _PROMPT = r"(?:\(\S+\)\s+)?(?:[\w.\-]+@[\w.\-]+:\S*\s?[$#]\s*|[$#]\s+|\S*>\s+|>\s*)"
@@ -35,7 +35,7 @@ _LAUNCH = (
     r"(?:mpirun|mpiexec|srun|sbatch|salloc|torchrun|docker|podman|enroot|singularity|"
     r"apptainer|sudo|numactl|env|bash|sh|python3?|\./\S+|/\S+|\S+_perf\b)"
 )
-_COMMAND = re.compile(rf"^(?:{_PROMPT})?{_LAUNCH}|_perf\b")
+_COMMAND = re.compile(rf"^(?:{_PROMPT})?{_LAUNCH}|_perf\b", re.ASCII)
 
 
 def is_noise(text: str) -> bool:

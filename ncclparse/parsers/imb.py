@@ -23,6 +23,7 @@ from ncclparse.schema import RunStatus
 from . import _impi
 from ._lines import Line
 from ._model import Run, parse_at_end
+from ._nccl_layout import table_row_problem
 from ._sizes import REDUCING, imb_size_bytes
 from ._table_row import read_table_row
 
@@ -73,19 +74,20 @@ _COLUMNS = {
 }
 _MBYTES_PER_GB = 1000.0
 
-_TITLE = re.compile(r"Intel\s?\(R\) MPI Benchmarks?(?: Suite)? V?([\d.]+)")
+_TITLE = re.compile(r"Intel\s?\(R\) MPI Benchmarks?(?: Suite)? V?([\d.]+)", re.ASCII)
 _SNIFF = re.compile(
     r"Intel\s?\(R\) MPI Benchmark|^# Benchmarking \S+\s*$|^# #processes = \d|"
-    r"IMB-MPI1 -help"
+    r"IMB-MPI1 -help",
+    re.ASCII,
 )
-_RULE = re.compile(r"^#-{10,}\s*$")
-_BENCHMARKING = re.compile(r"^# Benchmarking (\S+)\s*$")
-_PROCESSES = re.compile(r"^# #processes = (\d{1,6})\b")
-_PARAM = re.compile(r"^# ([A-Za-z_][\w ]*?)\s*:\s*(.*?)\s*$")
+_RULE = re.compile(r"^#-{10,}\s*$", re.ASCII)
+_BENCHMARKING = re.compile(r"^# Benchmarking (\S+)\s*$", re.ASCII)
+_PROCESSES = re.compile(r"^# #processes = (\d{1,6})\b", re.ASCII)
+_PARAM = re.compile(r"^# ([A-Za-z_][\w ]*?)\s*:\s*(.*?)\s*$", re.ASCII)
 _FOOTER = "# All processes entering MPI_Finalize"
 _LIST = "List of Benchmarks to run"
-_NUMBER = re.compile(r"^-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?$")
-_ERROR = re.compile(r"^ERROR|^Invalid benchmark name|^Try \"IMB-\S+ -help\"")
+_NUMBER = re.compile(r"^-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?$", re.ASCII)
+_ERROR = re.compile(r"^ERROR|^Invalid benchmark name|^Try \"IMB-\S+ -help\"", re.ASCII)
 
 
 def sniff(head: Sequence[Line]) -> bool:
@@ -239,6 +241,10 @@ class _Parser:
 
     def _row(self, run: Run, line: Line, tokens: list[str]) -> str:
         number = line.number
+        problem = table_row_problem(tokens, self.columns, _COLUMNS)
+        if problem is not None and line.complete:
+            run.warn(number, f"{problem}: row not read")
+            return "warned"
         values = read_table_row(run, line, tokens, self.columns, _COLUMNS)
         if values is None:
             return "warned"
@@ -247,7 +253,7 @@ class _Parser:
         if "time_us" not in values:
             run.warn(number, f"{self.benchmark} table has no time column: not read")
             return "warned"
-        run.rows.append(self._measurement(run, number, values))
+        run.add_row(self._measurement(run, number, values))
         return "measurement"
 
     def _measurement(

@@ -14,7 +14,7 @@ import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 
-from ._lines import Line, Skipped
+from ._lines import MAX_LINE, Line, Skipped
 from ._model import Run
 from ._nccl_infer import (
     infer_collective,
@@ -22,6 +22,7 @@ from ._nccl_infer import (
     infer_ranks,
 )
 from ._nccl_layout import (
+    ImpossibleValue,
     RowError,
     is_names_line,
     layout_from_header,
@@ -101,6 +102,7 @@ class _Parser:
         state.layout, state.placements, state.old_keys = None, None, None
         state.device_index, state.elided = {}, False
         state.copies, state.repeats, state.footers = 1, Counter(), 0
+        state.rank_lines = Counter()
         state.topology = None
         if state is self.states.get(None):
             state.topology, self.pending_topology = self.pending_topology, None
@@ -136,8 +138,7 @@ class _Parser:
                 infer_nodes_from_elided(each, state.device_index)
             if each.nnodes is None:
                 each.nnodes = nodes  # NCCL's `nNodes` when no Rank line tells
-            for row in each.rows:
-                row["collective"] = each.collectives[0] if each.collectives else None
+            each.set_row_collective(each.collectives[0] if each.collectives else None)
         state.run = None
         self._release()
 
@@ -187,9 +188,7 @@ class _Parser:
             own = state.run.status != "complete" and (
                 cut is not None or CUT_OWN.match(text) is not None
             )
-            self._current(state, line.number).warn(
-                line.number, "last line cut off by the end of input"
-            )
+            self._current(state, line.number).warn(line.number, _cut_message(line))
             kind = "warned_named"
         self.accounting[kind] += 1
         if kind == "warned":
@@ -386,6 +385,7 @@ class _Parser:
         rank = int(match.group("rank"))
         grow_ranks(run, rank)
         run.hosts[rank] = match.group("host")
+        state.rank_lines[rank] += 1
         device = match.group("name").strip() or None
         run.devices[rank] = device
         state.device_index[rank] = int(match.group("dev"))
@@ -497,6 +497,9 @@ class _Parser:
         state.phase = "table"
         try:
             keys, blocks = read_row(tokens, state.layout)
+        except ImpossibleValue as exc:  # worded as the other parsers word it
+            run.warn(number, f"{exc}: row not read")
+            return "warned_named"
         except RowError as exc:
             run.warn(number, f"unreadable data row: {exc}")
             return "warned_named"
@@ -509,7 +512,7 @@ class _Parser:
                 continue
             if block.pop("over_tolerance"):
                 run.warn(number, f"{placement} error marked * (over the tolerance)")
-            run.rows.append(
+            run.add_row(
                 {
                     "line": number,
                     "placement": placement,
@@ -527,9 +530,10 @@ class _Parser:
         first, last = state.unread[0], state.unread[-1]
         where = f"line {first}" if first == last else f"lines {first}-{last}"
         count = len(state.unread)
-        run.warnings.append(
-            f"{where}: {count} line{'s' * (count > 1)} not recognised "
-            "as benchmark output (kept out of the tables)"
+        run.warn(
+            where,
+            f"{count} line{'s' * (count > 1)} not recognised "
+            "as benchmark output (kept out of the tables)",
         )
         state.unread = []
 
@@ -548,6 +552,12 @@ class _Parser:
         # Rows whose warning names them are accounted as warned, not twice.
         self.accounting["warned"] += self.accounting.pop("warned_named", 0)
         return self.accounting
+
+
+def _cut_message(line: Line) -> str:
+    if len(line.text) >= MAX_LINE:  # cut by the reader, wherever it is
+        return f"line longer than {MAX_LINE >> 20} MiB characters: cut and not read"
+    return "last line cut off by the end of input"
 
 
 def parse(

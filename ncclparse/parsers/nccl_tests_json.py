@@ -8,32 +8,53 @@ booleans, ``"nan"``, the padded root ``"    -1"``, ``nwrong`` null when unchecke
 ``ncclGetLastError()`` (normally ``""``) and ``config.devices`` listing one entry per
 *process*. A run that dies leaves the file unterminated (before v2.18.5: the finished
 result objects are kept) or, since v2.18.5, closed early without the footer.
+
+Any member may hold any JSON value in a corrupt or hostile file: each is checked for
+the type the writer gives it, counts are bounded (:data:`MAX_RANKS`) before anything
+is allocated by them, and what does not fit is named in the run's warnings.
 """
 
 from __future__ import annotations
 
 import json
 import re
+import reprlib
 import shlex
 from bisect import bisect_right
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ._lines import Line
 from ._model import Run, parse_at_end
 from ._nccl_infer import infer_collective, infer_ranks, names_in
-from ._nccl_layout import DTYPES, NOT_A_REDOP
+from ._nccl_layout import (
+    DTYPES,
+    NOT_A_REDOP,
+    SHOWN,
+    ImpossibleValue,
+    impossible,
+    to_float,
+)
 from ._nccl_lines import BINARY_NAMES, nccl_code
 
 NAME = "nccl-tests-json"
 READS_SKIPPED = False  # takes only Line items (see ncclparse.parsers.Parser)
 
 _DECODER = json.JSONDecoder()
-_SPACE = re.compile(r"\s*")
-_KEYS = re.compile(r'"(?:nccl_version|results|config|average_bus_bandwidi?th)"\s*:')
-_BINARY = re.compile(r"^(?P<name>[a-z_]+?)_perf")
+_SPACE = re.compile(r"[ \t\n\r]*", re.ASCII)  # JSON's whitespace (RFC 8259) only
+_KEYS = re.compile(
+    r'"(?:nccl_version|results|config|average_bus_bandwidi?th)"\s*:', re.ASCII
+)
+_BINARY = re.compile(r"^(?P<name>[a-z_]+?)_perf", re.ASCII)
+# The writer's root: `"%6i"`, so `"    -1"`; as a JSON number in hand-made files.
+_ROOT = re.compile(r"^ *-?[0-9]{1,11}$", re.ASCII)
+# At most this many ranks (nthreads x ngpus x processes): a bigger count is warned,
+# not used to fill per-rank lists (docs/robustness.md).
+MAX_RANKS = 1 << 20
+# NCCL_VERSION_CODE below 10^9, as the text parser reads `nccl-library=`.
+_MAX_CODE = 10**9
 _PLACEMENTS = (("out_of_place", "out-of-place"), ("in_place", "in-place"))
 _BODY = {"algbw_gbps": "alg_bw", "busbw_gbps": "bus_bw", "wrong": "nwrong"}
 # -I 1: i_min, i_max, i_p99 and i_cv% of the text table.
@@ -117,6 +138,9 @@ def _read_object(text: str, pos: int) -> _Object:
     except ValueError as exc:  # an integer beyond Python's digit limit, not JSON's
         obj.cut, obj.problem = obj.pending, str(exc)
         return obj
+    except RecursionError:  # arrays or objects nested deeper than the decoder goes
+        obj.cut, obj.problem = obj.pending, "values nested too deeply"
+        return obj
 
 
 class _Reader:
@@ -148,7 +172,7 @@ class _Reader:
 
     def warn_span(self, run: Run, first: int, last: int, message: str) -> None:
         where = f"line {first}" if first == last else f"lines {first}-{last}"
-        run.warnings.append(f"{where}: {message}")
+        run.warn(where, message)
         self.mark(first, last, "warned")
 
     def parse(self) -> list[Run]:
@@ -174,14 +198,18 @@ class _Reader:
         end = obj.end - 1 if obj.end is not None else self.last
         run.last_line = self.line(max(end, obj.start))
         members = obj.members
-        _header(run, members, self.line(obj.where.get("config", obj.start)))
+
+        def line_of(member: str) -> int:
+            return self.line(obj.where.get(member, obj.start))
+
+        _header(run, members, line_of)
         for start, stop, result in obj.results:
             self._result(run, result, self.line(start), self.line(stop - 1))
         errors = members.get("errors")
         for text in errors if isinstance(errors, list) else []:
             if isinstance(text, str) and text.strip():  # "" when NCCL had none
                 run.error(self.line(obj.where["errors"]), text.strip())
-        _footer(run, members)
+        _footer(run, members, line_of)
         if obj.cut is not None:
             # Name the unfinished value (a partial result object, say) to the end.
             cut = self.line(min(obj.cut, self.last))
@@ -217,17 +245,21 @@ class _Reader:
             return
         try:
             rows = _rows(result, first)
+        except ImpossibleValue as exc:
+            self.warn_span(run, first, last, f"{exc}: row not read")
+            return
         except (AttributeError, TypeError, ValueError, KeyError) as exc:
             self.warn_span(run, first, last, f"unreadable result object: {exc!r}")
             return
-        run.rows.extend(rows)
+        for row in rows:
+            run.add_row(row)
         self.mark(first, last, "measurement")
 
 
-def _header(run: Run, members: dict[str, Any], config_line: int) -> None:
+def _header(run: Run, members: dict[str, Any], line_of: Callable[[str], int]) -> None:
     """Fill the run fields stated before the results (and the two timestamps)."""
-    if "version" in members:  # the JSON layout's version, not nccl-tests'
-        run.params["json_version"] = str(members["version"])
+    if isinstance(members.get("version"), str | int | float):
+        run.params["json_version"] = str(members["version"])  # the JSON layout's
     args = members.get("args")
     if isinstance(args, list) and args and all(isinstance(a, str) for a in args):
         run.command = shlex.join(args)
@@ -235,14 +267,19 @@ def _header(run: Run, members: dict[str, Any], config_line: int) -> None:
         if match and match.group("name") in BINARY_NAMES:
             run.add_collective(BINARY_NAMES[match.group("name")])
     code = members.get("nccl_version")
-    if isinstance(code, int) and code > 0:
-        run.library_version = nccl_code(code)
+    if (number := _integer(code)) is not None and 0 < number < _MAX_CODE:
+        run.library_version = nccl_code(number)
+    elif code is not None:
+        run.warn(
+            line_of("nccl_version"),
+            f"nccl_version {_shown(code)} is not a NCCL version code: not read",
+        )
     config = members.get("config")
     if isinstance(config, dict):
         for key, value in config.items():
             if isinstance(value, str | int | float):
                 run.params[key] = str(value)
-        _devices(run, config, config_line)
+        _devices(run, config, line_of("config"))
     for key in ("start_time", "end_time"):
         if isinstance(members.get(key), str):
             run.params[key] = members[key]
@@ -255,40 +292,74 @@ def _devices(run: Run, config: dict[str, Any], line: int) -> None:
     and its entry describes the first of them. So when the entries' ranks are
     exactly 0, T*G, 2*T*G, ..., nranks = T*G*entries and every rank's host is
     known, but device names only for each process's first rank (null for the rest).
+    More than MAX_RANKS ranks is warned (nranks and hosts unknown), not allocated.
     """
     entries = config.get("devices")
-    threads, gpus = config.get("nthreads"), config.get("ngpus")
     if not isinstance(entries, list) or not entries:
         return
     if not all(isinstance(e, dict) for e in entries):
         run.warn(line, "config.devices is not a list of objects: hosts unknown")
         return
-    run.nnodes = len({e.get("hostname") for e in entries})
-    per = threads * gpus if isinstance(threads, int) and isinstance(gpus, int) else 0
+    hosts = [e.get("hostname") for e in entries]
+    names = [e.get("device_info") for e in entries]
+    if not all(v is None or isinstance(v, str) for v in (*hosts, *names)):
+        run.warn(
+            line,
+            "config.devices hostname or device_info is not a string: hosts unknown",
+        )
+        return
+    run.nnodes = len(set(hosts))
+    threads, gpus = _integer(config.get("nthreads")), _integer(config.get("ngpus"))
+    per = threads * gpus if threads is not None and gpus is not None else 0
+    if per > 0 and per * len(entries) > MAX_RANKS:
+        run.warn(
+            line,
+            f"nthreads {_shown(threads)} x ngpus {_shown(gpus)} x {len(entries)} "
+            f"processes is more than {MAX_RANKS} ranks: nranks and hosts unknown",
+        )
+        return
     ranks = [e.get("rank") for e in entries]
     if per <= 0 or ranks != [p * per for p in range(len(entries))]:
         run.warn(
             line,
-            f"config.devices ranks {ranks} are not one entry per process of "
-            "nthreads*ngpus ranks: nranks and hosts unknown",
+            f"config.devices ranks {_SHORT.repr(ranks)} are not one entry per "
+            "process of nthreads*ngpus ranks: nranks and hosts unknown",
         )
         return
     run.nranks = per * len(entries)
-    for entry in entries:
-        run.hosts.extend([entry.get("hostname")] * per)
-        run.devices.extend([entry.get("device_info"), *([None] * (per - 1))])
+    for host, name in zip(hosts, names, strict=True):
+        run.hosts.extend([host] * per)
+        run.devices.extend([name, *([None] * (per - 1))])
 
 
-def _footer(run: Run, members: dict[str, Any]) -> None:
+def _footer(run: Run, members: dict[str, Any], line_of: Callable[[str], int]) -> None:
     oob = members.get("out_of_bounds")
     if isinstance(oob, dict):
         count = oob.get("count")
-        run.oob_values = count if isinstance(count, int) else None
+        if (number := _integer(count)) is not None and number >= 0:
+            run.oob_values = number
+        elif count is not None:
+            run.warn(
+                line_of("out_of_bounds"),
+                f"out_of_bounds count {_shown(count)} is not a count: not read",
+            )
         run.oob_ok = _flag(oob.get("okay"))
     # v2.17.3-2.17.8 misspelled the key and the field.
-    avg = members.get("average_bus_bandwidth", members.get("average_bus_bandwidith"))
+    key = next(
+        (
+            k
+            for k in ("average_bus_bandwidth", "average_bus_bandwidith")
+            if k in members
+        ),
+        "average_bus_bandwidth",
+    )
+    avg = members.get(key)
     if isinstance(avg, dict):
-        run.avg_busbw_gbps = _number(avg.get("bandwidth", avg.get("bandwidith")))
+        value = avg.get("bandwidth", avg.get("bandwidith"))
+        try:
+            run.avg_busbw_gbps = _number(value)
+        except (TypeError, ValueError):
+            run.warn(line_of(key), f"unreadable average bus bandwidth {_shown(value)}")
         run.avg_busbw_ok = _flag(avg.get("okay"))
         run.status = "complete"
 
@@ -296,16 +367,21 @@ def _footer(run: Run, members: dict[str, Any]) -> None:
 def _rows(result: dict[str, Any], line: int) -> list[dict[str, Any]]:
     """The rows of one result object: one per placement that is not null.
 
-    Raises KeyError, TypeError or ValueError for a result the writer cannot produce.
+    Raises ImpossibleValue for a value no measurement has (a negative time ...),
+    KeyError, TypeError or ValueError for a result the writer cannot produce.
     """
     size, count, reps = result["size"], result["count"], result["actual_iterations"]
-    if not all(isinstance(v, int) for v in (size, count, reps)):
+    if any(_integer(v) is None for v in (size, count, reps)):
         raise TypeError("size, count and actual_iterations must be integers")
-    dtype = DTYPES.get(result["type"])
+    type_name = result["type"]
+    dtype = DTYPES.get(type_name) if isinstance(type_name, str) else None
     if dtype is None:
-        raise ValueError(f"unknown data type {result['type']!r}")
-    redop = str(result.get("redop") or "").strip()
-    root = int(str(result.get("root", -1)))  # the writer pads it: "    -1"
+        raise ValueError(f"unknown data type {_shown(type_name)}")
+    redop = result.get("redop")
+    if redop is not None and not isinstance(redop, str):
+        raise TypeError(f"redop {_shown(redop)} is not a string")
+    redop = (redop or "").strip()
+    root = _root(result.get("root", -1))
     name = result.get("experiment_name")  # set in trace-replay mode only
     named = names_in(name) if isinstance(name, str) else []
     keys = {
@@ -325,19 +401,70 @@ def _rows(result: dict[str, Any], line: int) -> list[dict[str, Any]]:
         block = result.get(key)
         if block is None:  # null: not measured (trace replay has no out-of-place)
             continue
+        iters = result.get(f"{key}_per_iter") or {}
+        if not isinstance(block, dict) or not isinstance(iters, dict):
+            raise TypeError(f"{key} is not an object")
         cputime = "time" not in block  # -C 1 writes cpu_time instead
         row = {**keys, "placement": placement, "cputime": cputime}
         row["time_us"] = _number(block["cpu_time" if cputime else "time"])
         row.update({col: _number(block.get(k)) for col, k in _BODY.items()})
-        iters = result.get(f"{key}_per_iter") or {}
         row.update({col: _number(iters.get(k)) for col, k in _PER_ITER.items()})
+        # One impossible value makes the whole result object suspect, as a text row.
+        reason = impossible(row)
+        if reason is not None:
+            raise ImpossibleValue(reason)
         rows.append(row)
     return rows
 
 
+def _integer(value: Any) -> int | None:
+    """A JSON integer (not a boolean, which Python counts as one), else None."""
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _root(value: Any) -> int:
+    """The writer's padded ``"    -1"`` (or a JSON integer) as int; else ValueError."""
+    if isinstance(value, str) and _ROOT.match(value):
+        return int(value)
+    if _integer(value) is None:
+        raise ValueError(f"root {_shown(value)} is not an integer")
+    return int(value)
+
+
 def _number(value: Any) -> float | None:
-    """A JSON number, or the writer's ``"nan"`` string, as float; null as None."""
-    return None if value is None else float(value)
+    """A JSON number, or a number in a string (the writer's ``"nan"``), as float;
+    null as None.
+
+    Raises ValueError for other strings (non-ASCII digits too: float() takes them)
+    and integers beyond float; TypeError for booleans and other values.
+    """
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            return to_float(value.strip())
+        except ValueError:
+            raise ValueError(f"not a number: {_shown(value)}") from None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise TypeError(f"not a number: {_shown(value)}")
+    try:
+        return float(value)
+    except OverflowError:  # an integer of hundreds of digits
+        raise ValueError(f"not a number: {_shown(value)}") from None
+
+
+# Values as warnings show them: bounded (a list of 10^6 ranks, an int of 4000 digits).
+_SHORT = reprlib.Repr()
+_SHORT.maxlist = _SHORT.maxdict = 8
+_SHORT.maxlong = _SHORT.maxstring = _SHORT.maxother = SHOWN
+
+
+def _shown(value: Any) -> str:
+    """``value`` for a message: JSON's null and booleans, else Python's repr, about
+    SHOWN long."""
+    if value is None or isinstance(value, bool):
+        return json.dumps(value)
+    return _SHORT.repr(value)
 
 
 def _flag(value: Any) -> bool | None:

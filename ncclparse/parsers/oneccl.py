@@ -21,6 +21,7 @@ from ncclparse.schema import DTYPE_BYTES
 from . import _impi
 from ._lines import Line
 from ._model import Run, parse_at_end
+from ._nccl_layout import is_count, table_row_problem
 from ._sizes import REDUCING, oneccl_size_bytes
 from ._table_row import NUMBER, read_table_row
 
@@ -67,38 +68,44 @@ _COLUMNS = {
 
 # `YYYY:MM:DD-HH:MM:SS:(pid) |CCL_WARN| ...`; `|WARN|` up to library 2021.5.
 _CCL_LOG = re.compile(
-    r"\d{4}:\d{2}:\d{2}-\d{2}:\d{2}:\d{2}:\(\d+\) \|(?:CCL_)?(?P<tag>[A-Z]+)\|"
+    r"\d{4}:\d{2}:\d{2}-\d{2}:\d{2}:\d{2}:\(\d+\) \|(?:CCL_)?(?P<tag>[A-Z]+)\|",
+    re.ASCII,
 )
-_CCL_VERSION = re.compile(r"\|CCL_INFO\| library version: (?:[A-Za-z]+-)?([\d.]+)")
+_CCL_VERSION = re.compile(
+    r"\|CCL_INFO\| library version: (?:[A-Za-z]+-)?([\d.]+)", re.ASCII
+)
 _SNIFF = re.compile(
     r"^# Benchmarking: |^# #?processes: \d|found \d+ errors while parsing user "
-    r"options|\[-l,--coll <|what\(\):\s+oneCCL:|ccl::v\d+::exception"
+    r"options|\[-l,--coll <|what\(\):\s+oneCCL:|ccl::v\d+::exception",
+    re.ASCII,
 )
-_OPTION = re.compile(r"^  ([A-Za-z_][\w ]*?):(?:\s+(.*?))?\s*$")
-_ARG = re.compile(r"^arg (\d{1,6}): (.*)$")
-_SECTION = re.compile(r"^(datatype|dtype|reduction): (\S+)\s*$")
-_BANNER = re.compile(r"^#-{20,}$")
-_BENCHMARKING = re.compile(r"^# Benchmarking: (.*)$")
-_PROCESSES = re.compile(r"^# #?processes: (\d{1,6})\s*$")
+_OPTION = re.compile(r"^  ([A-Za-z_][\w ]*?):(?:\s+(.*?))?\s*$", re.ASCII)
+_ARG = re.compile(r"^arg (\d{1,6}): (.*)$", re.ASCII)
+_SECTION = re.compile(r"^(datatype|dtype|reduction): (\S+)\s*$", re.ASCII)
+_BANNER = re.compile(r"^#-{20,}$", re.ASCII)
+_BENCHMARKING = re.compile(r"^# Benchmarking: (.*)$", re.ASCII)
+_PROCESSES = re.compile(r"^# #?processes: (\d{1,6})\s*$", re.ASCII)
 # Check failures, assertions and exceptions; text of several ranks may be glued.
 _FAILURE = re.compile(
     r"(?:recv|send)_bufs: buf_idx|^(?:FAILED)+$|ASSERT '.*' FAILED|"
     r"^terminate called after throwing|^\s*what\(\):|cannot open CSV file|"
     r"^Cannot launch benchmark|^empty coll list",
-    re.IGNORECASE,
+    re.IGNORECASE | re.ASCII,
 )
 # Option errors, printed by every rank before initialisation.
 _OPTION_ERROR = re.compile(
     r"^failed to parse|^found \d+ errors while parsing user options|"
     r"^non-option ARGV-elements given|is not supported for \S+ yet|"
-    r": unrecognized option|: invalid option --|: option .*requires an argument"
+    r": unrecognized option|: invalid option --|: option .*requires an argument",
+    re.ASCII,
 )
 # Printed before an option error or, with checking on, before a run that goes on.
 _PENDING = re.compile(
-    r"^unsupported \w+: |^supported values: |^correctness checking is not implemented"
+    r"^unsupported \w+: |^supported values: |^correctness checking is not implemented",
+    re.ASCII,
 )
-_USAGE_LINE = re.compile(r"^(?:\t|OPTIONS:|example:)")
-_STRUCTURE = re.compile(r"^(?:PASSED|do unordered test)$")
+_USAGE_LINE = re.compile(r"^(?:\t|OPTIONS:|example:)", re.ASCII)
+_STRUCTURE = re.compile(r"^(?:PASSED|do unordered test)$", re.ASCII)
 
 
 def sniff(head: Sequence[Line]) -> bool:
@@ -277,8 +284,7 @@ class _Parser:
     def _option(self, run: Run, key: str, value: str) -> None:
         run.params[key] = value
         if key in ("processes", "ranks"):
-            ok = value.isdigit() and len(value) <= 6
-            run.nranks = int(value) if ok else run.nranks
+            run.nranks = int(value) if is_count(value, 6) else run.nranks
         elif key in ("collectives", "colls"):
             for name in value.split():
                 run.add_collective(COLLECTIVE_NAMES.get(name, name))
@@ -295,13 +301,17 @@ class _Parser:
 
     def _row(self, run: Run, line: Line, tokens: list[str]) -> str:
         number = line.number
+        problem = table_row_problem(tokens, self.columns, _COLUMNS)
+        if problem is not None and line.complete:
+            run.warn(number, f"{problem}: row not read")
+            return "warned"
         values = read_table_row(run, line, tokens, self.columns, _COLUMNS)
         if values is None:
             return "warned"
         if "reported_bytes" not in values or "time_us" not in values:
             run.warn(number, "table without #bytes or time column: row not read")
             return "warned"
-        run.rows.append(self._measurement(run, number, values))
+        run.add_row(self._measurement(run, number, values))
         return "measurement"
 
     def _measurement(
@@ -360,7 +370,7 @@ def _all_rows(run: Run) -> bool:
     for key in ("datatypes", "reductions"):
         sections *= len(run.params.get(key, "").split())
     counts = run.params.get("elem_counts", "").strip("[] ").split()
-    return bool(sections and counts) and len(run.rows) == sections * len(counts)
+    return bool(sections and counts) and run.row_count == sections * len(counts)
 
 
 # The parser contract (ncclparse.parsers.Parser): runs reach emit at the end.

@@ -20,6 +20,7 @@ from ncclparse.schema import DTYPE_BYTES
 
 from ._lines import Line
 from ._model import Run, parse_at_end
+from ._nccl_layout import SHOWN, impossible, is_count, to_float
 from ._sizes import REDUCING, oneccl_size_bytes
 from .oneccl import COLLECTIVE_NAMES, DTYPE_NAMES, ROOTED, TOOL
 
@@ -124,17 +125,32 @@ def _values(
         run.warn(number, f"expected {len(header)} fields, found {len(fields)}")
         return None
     values: dict[str, Any] = {"line": number}
-    try:
-        for name, field in zip(header, fields, strict=True):
-            key = _FIELDS.get(name)
-            if key in _INTS:
-                values[key] = int(field)
-            elif key in ("collective", "redop", "dtype"):
-                values[key] = field
-            elif key is not None:
-                values[key] = float(field)
-    except ValueError:
-        run.warn(number, "a number field does not hold a number: row not read")
+    shown: dict[str, str] = {}
+    for name, field in zip(header, fields, strict=True):
+        key = _FIELDS.get(name)
+        if key is None:
+            continue
+        shown[key] = field
+        if key in ("collective", "redop", "dtype"):
+            values[key] = field
+        elif key in _INTS and is_count(field):  # ASCII, within int64
+            values[key] = int(field)
+        elif key in _INTS:
+            run.warn(number, f"{name} {field[:SHOWN]!r} is not a count: row not read")
+            return None
+        else:
+            try:
+                values[key] = to_float(field)
+            except ValueError:
+                why = f"{name} {field[:SHOWN]!r} is not a number"
+                run.warn(number, f"{why}: row not read")
+                return None
+    if "time_us" not in values:  # a header without `t_avg[usec]`/`time`
+        run.warn(number, "table without a time column: row not read")
+        return None
+    reason = impossible(values, shown)
+    if reason is not None:
+        run.warn(number, f"{reason}: row not read")
         return None
     return values
 
@@ -181,7 +197,7 @@ def _flush(run: Run, group: list[dict[str, Any]]) -> None:
         root=0 if collective in ROOTED else None,
         grouped=grouped,
     )
-    run.rows.append(row)
+    run.add_row(row)
     group.clear()
 
 

@@ -1,0 +1,103 @@
+"""A run's rows beyond the first few thousand, kept in a temporary file.
+
+One run may hold millions of rows (a sweep repeated for hours). Its facts that every
+row carries (collective, rank count, device) are known only when the run ends, so its
+rows cannot be handed on as they are read; they are written here instead, as
+compressed Arrow IPC, and read back batch by batch when the run is collected. Memory
+then stays bounded by one batch whatever the size of the run (docs/robustness.md).
+"""
+
+from __future__ import annotations
+
+import io
+import tempfile
+from collections import Counter
+from collections.abc import Iterator
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ncclparse import schema
+
+# Columns every row of a run shares: filled in from the run when read back.
+RUN_COLUMNS = frozenset(
+    {"source", "run", "tool", "tool_version", "nranks", "nnodes", "device"}
+)
+COPY = "_copy"  # which interleaved copy of a run a row belongs to (nccl-tests)
+_FIELDS = [f for f in schema.MEASUREMENT_FIELDS if f.name not in RUN_COLUMNS]
+_SCHEMA = pa.schema([*_FIELDS, pa.field(COPY, pa.int32())])
+_DEFAULTS: dict[str, Any] = {"cputime": False, "grouped": False}
+_OPTIONS = pa.ipc.IpcWriteOptions(
+    compression="lz4" if pa.Codec.is_available("lz4") else None
+)
+
+
+class SpillError(OSError):
+    """The temporary file for a large run could not be written."""
+
+
+class RowSpill:
+    """Rows written to an anonymous temporary file (gone when closed or collected).
+
+    Raises :class:`SpillError` when the file cannot be created or written.
+    """
+
+    def __init__(self) -> None:
+        self.counts: Counter[int | None] = Counter()  # rows per copy
+        try:
+            # Kept open for the run's life: it is the storage.
+            self._file: io.BufferedRandom = tempfile.TemporaryFile()  # noqa: SIM115
+        except OSError as exc:
+            raise self._error(exc) from exc
+        self._writer: pa.ipc.RecordBatchStreamWriter | None = None
+        self._sealed = False
+        self.readers = 1  # runs that will read it (copies share one spill)
+
+    def write(self, rows: list[dict[str, Any]]) -> None:
+        """Append ``rows`` (dicts as parsers build them; integers already in range)."""
+        if not rows:
+            return
+        columns = {}
+        for name in _SCHEMA.names:  # one comprehension per column: the cheap way
+            default = _DEFAULTS.get(name)
+            columns[name] = [row.get(name, default) for row in rows]
+        self.counts.update(columns[COPY])
+        batch = pa.RecordBatch.from_pydict(columns, schema=_SCHEMA)
+        try:
+            if self._writer is None:
+                self._writer = pa.ipc.new_stream(self._file, _SCHEMA, options=_OPTIONS)
+            self._writer.write_batch(batch)
+        except OSError as exc:
+            raise self._error(exc) from exc
+
+    def batches(self, copy: int | None) -> Iterator[pa.RecordBatch]:
+        """The rows written, in order, as batches with the columns of the spill
+        schema minus the copy index; only copy ``copy``'s when not None."""
+        if self._writer is not None and not self._sealed:
+            self._writer.close()
+            self._sealed = True
+        if self._writer is None:
+            return
+        self._file.seek(0)
+        for batch in pa.ipc.open_stream(self._file):
+            if copy is not None:
+                batch = batch.filter(pc.equal(batch.column(COPY), pa.scalar(copy)))
+            yield batch.drop_columns([COPY])
+
+    def rows(self, copy: int | None) -> int:
+        return self.counts[copy] if copy is not None else self.counts.total()
+
+    def release(self) -> None:
+        """One reader is done; the last one closes (and so deletes) the file."""
+        self.readers -= 1
+        if self.readers <= 0:
+            self._file.close()
+
+    @staticmethod
+    def _error(exc: OSError) -> SpillError:
+        return SpillError(
+            exc.errno,
+            "a run too large to hold in memory could not be written to a temporary "
+            f"file ({exc.strerror or exc}); set TMPDIR to a directory with free space",
+        )

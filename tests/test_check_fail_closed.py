@@ -1,0 +1,595 @@
+"""``ncclparse check`` fails closed: no data, skipped inputs, FIFOs, a series gone
+from tonight's logs, a sweep too short to judge, a printed bandwidth that size and
+time contradict, and a check that cannot complete (its outputs are replaced by
+failing ones, never left saying yesterday's "passed").
+
+Derived logs start from the real 2-node H100 log (tests/_derive.py); each test says
+what it changes.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import io
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+import xml.etree.ElementTree as ET
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+import ncclparse
+from ncclparse.cli.app import cli
+from ncclparse.efficiency import HardwareOptions
+from ncclparse.formatting import markdown_escape
+from ncclparse.health.check import check
+from ncclparse.health.rules import DEFAULT_RULES, rules_from_mapping
+from tests import _derive as derive
+from tests.conftest import FIXTURES
+
+ROOT = Path(__file__).parent.parent
+EXAMPLE = ROOT / "examples" / "all_reduce_16rank_2node_h100.log"
+A3_MEGA = ["--profile", "h100", "--inter-bw", "200GB/s"]
+HOSTS = "hosts ztan-mig-235z, ztan-mig-gq73"
+GIB = 1073741824
+PASSED = "ncclparse_check_passed 1\n"
+# A subprocess that outlives this has hung: the test fails instead of the suite.
+HANG = 120
+
+
+def _outputs(tmp_path: Path) -> dict[str, Path]:
+    return {k: tmp_path / f"out.{k}" for k in ("prom", "json", "xml", "md", "html")}
+
+
+def _args(out: dict[str, Path]) -> list[str]:
+    return [
+        "--prometheus", str(out["prom"]), "--json", str(out["json"]),
+        "--junit", str(out["xml"]), "--markdown", str(out["md"]),
+        "--report", str(out["html"]),
+    ]  # fmt: skip
+
+
+def _cases(path: Path) -> list[tuple[str, str, str]]:
+    document = json.loads(path.read_text())
+    return [(c["rule"], c["status"], c["message"]) for c in document["cases"]]
+
+
+# 1. No data is never a pass ---------------------------------------------------------
+
+
+def test_an_empty_directory_fails(runner: CliRunner, tmp_path: Path) -> None:
+    empty = tmp_path / "logs"
+    empty.mkdir()
+    out = _outputs(tmp_path)
+    result = runner.invoke(cli, ["check", str(empty), *_args(out)])
+    assert result.exit_code == 1, result.output
+    assert _cases(out["json"]) == [
+        ("input", "fail",
+         f"{empty}: directory holds no log file (no data is never a pass)"),
+        ("runs", "fail", f"no benchmark run in 1 input(s) ({empty}): no data is never "
+         "a pass"),
+        ("slow-host", "skip", "0 run(s): too few runs per shape over different hosts"),
+    ]  # fmt: skip
+    assert "ncclparse_check_passed 0\n" in out["prom"].read_text()
+    assert result.stderr == f"Error: {empty}: directory holds no log file\n"
+
+
+def test_a_directory_of_hidden_entries_fails_counting_them(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    logs = tmp_path / "logs"
+    (logs / ".git").mkdir(parents=True)
+    shutil.copy(EXAMPLE, logs / ".git" / "a.log")
+    shutil.copy(EXAMPLE, logs / ".b.log")
+    out = _outputs(tmp_path)
+    result = runner.invoke(cli, ["check", str(logs), *_args(out)])
+    assert result.exit_code == 1
+    assert _cases(out["json"])[0] == (
+        "input",
+        "fail",
+        f"{logs}: directory holds no log file (2 hidden entries skipped) (no data is "
+        "never a pass)",
+    )
+
+
+def test_no_run_in_any_input_fails_the_check() -> None:
+    result = check(ncclparse.parse_many([]), DEFAULT_RULES)
+    assert [(c.rule, c.name, c.status, c.message) for c in result.cases] == [
+        ("runs", "all inputs", "fail", "no benchmark run (no input): no data is never "
+         "a pass"),
+        ("slow-host", "hosts", "skip",
+         "0 run(s): too few runs per shape over different hosts"),
+    ]  # fmt: skip
+    assert not result.passed
+
+
+# 2. Special files ---------------------------------------------------------------
+
+
+def test_special_files_in_a_directory_are_skipped_and_named(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    shutil.copy(EXAMPLE, logs / "a.log")
+    os.mkfifo(logs / "b.fifo")
+    out = _outputs(tmp_path)
+    # In-process: the walk must not open the FIFO (that would hang this test).
+    result = runner.invoke(cli, ["check", str(logs), *A3_MEGA, *_args(out), "-q"])
+    note = f"{logs}: skipped 1 entry that is not a regular file: {logs}/b.fifo (FIFO)"
+    assert result.stderr == f"Note: {note}\n"
+    assert _cases(out["json"])[0] == ("input", "skip", note)
+    assert result.exit_code == 0, result.output
+
+
+def _ncclparse(
+    *args: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "ncclparse", *args],
+        capture_output=True,
+        text=True,
+        timeout=HANG,
+        env={**os.environ, **(env or {})},
+        cwd=ROOT,
+        check=False,
+    )
+
+
+def test_a_named_fifo_without_a_writer_is_an_error_not_a_hang(tmp_path: Path) -> None:
+    fifo = tmp_path / "nightly.log"
+    os.mkfifo(fifo)
+    out = tmp_path / "m.csv"
+    done = _ncclparse(
+        "parse", str(fifo), "-o", str(out), env={"NCCLPARSE_FIFO_WAIT": "0.2"}
+    )
+    assert done.returncode == 1
+    assert done.stderr == (
+        f"Error: {fifo}: FIFO (named pipe) without a writer after 0.2 s; start the "
+        "writer first, or set NCCLPARSE_FIFO_WAIT to wait longer\n"
+    )
+
+
+def test_a_named_fifo_is_read_once_its_writer_comes(tmp_path: Path) -> None:
+    fifo = tmp_path / "nightly.log"
+    os.mkfifo(fifo)
+    out = tmp_path / "m.csv"
+    reader = subprocess.Popen(
+        [sys.executable, "-m", "ncclparse", "parse", str(fifo), "-o", str(out)],
+        stderr=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "NCCLPARSE_FIFO_WAIT": str(HANG)},
+    )
+
+    def write() -> None:
+        # Opening for writing blocks until the reader has opened its end: no sleep.
+        with fifo.open("wb") as handle:
+            handle.write(EXAMPLE.read_bytes())
+
+    writer = threading.Thread(target=write, daemon=True)
+    try:
+        writer.start()
+        writer.join(HANG)
+        assert not writer.is_alive(), "the reader never opened the FIFO"
+        _, stderr = reader.communicate(timeout=HANG)
+    finally:
+        reader.kill()
+    assert reader.returncode == 0, stderr
+    assert stderr == f"{fifo}: nccl-tests, 1 run (1 complete), 62 rows, 0 warnings\n"
+    assert len(out.read_text().splitlines()) == 63  # header and 62 rows
+
+
+def test_process_substitution_still_works(tmp_path: Path) -> None:
+    out = tmp_path / "m.csv"
+    done = subprocess.run(
+        ["bash", "-c", f'"{sys.executable}" -m ncclparse parse <(cat "{EXAMPLE}") '
+         f'-o "{out}"'],
+        capture_output=True, text=True, timeout=HANG, check=False,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert re.fullmatch(
+        r"/dev/fd/\d+: nccl-tests, 1 run \(1 complete\), 62 rows, 0 warnings\n",
+        done.stderr,
+    )
+    assert len(out.read_text().splitlines()) == 63
+
+
+def test_a_socket_in_a_directory_is_named_too(tmp_path: Path) -> None:
+    logs = tmp_path / "l"
+    logs.mkdir()
+    shutil.copy(EXAMPLE, logs / "a.log")
+    with socket.socket(socket.AF_UNIX) as listening:
+        listening.bind(str(logs / "s"))
+        done = _ncclparse("parse", str(logs), "-o", str(tmp_path / "m.csv"), "-q")
+    assert done.returncode == 0, done.stderr
+    assert done.stderr == (
+        f"Note: {logs}: skipped 1 entry that is not a regular file: {logs}/s (socket)\n"
+    )
+
+
+# 3. A series of the history absent tonight ----------------------------------------
+
+ALLTOALL = FIXTURES / "nccl" / "superbench-testdata_alltoall_a100_8gpu_c0_blank_redop_complete.log"  # fmt: skip
+
+
+def _history(runner: CliRunner, tmp_path: Path, nights: int = 5) -> tuple[Path, str]:
+    """Derived: ``nights`` nights of the real all_reduce log (each with its own
+    jitter) and the real alltoall log (a comment line added, so each night is a new
+    log), ingested on consecutive past dates. Returns the directory and last date."""
+    history = tmp_path / "history"
+    today = dt.datetime.now(dt.UTC).date()
+    for night in range(nights):
+        reduce = tmp_path / f"ar{night}.log"
+        reduce.write_text(derive.scale(derive.healthy(), derive.jitter(night)))
+        alltoall = tmp_path / f"a2a{night}.log"
+        alltoall.write_text(ALLTOALL.read_text() + f"# night {night}\n")
+        date = (today - dt.timedelta(days=nights - night)).isoformat()
+        done = runner.invoke(
+            cli,
+            ["ingest", str(reduce), str(alltoall), "--history", str(history),
+             "--date", date, "-q"],
+        )  # fmt: skip
+        assert done.exit_code == 0, done.output
+    return history, (today - dt.timedelta(days=1)).isoformat()
+
+
+def test_a_collective_gone_from_tonight_fails(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    history, last = _history(runner, tmp_path)
+    tonight = tmp_path / "tonight.log"
+    tonight.write_text(derive.scale(derive.healthy(), derive.jitter(9)))
+    out = _outputs(tmp_path)
+    args = ["check", str(tonight), "--history", str(history), *A3_MEGA, *_args(out)]
+    result = runner.invoke(cli, args)
+    assert result.exit_code == 1, result.output
+    expected = [
+        (c["name"], c["status"], c["message"])
+        for c in json.loads(out["json"].read_text())["cases"]
+        if c["rule"] == "expect"
+    ]
+    gone = (
+        f"in the history baseline (5 runs, last on {last}) but absent from every "
+        "input; --no-expect-history if it was dropped on purpose"
+    )
+    present = f"present, as in the history baseline (5 runs, last on {last})"
+    shape = "float32 sum {} 16 ranks on 2 nodes"
+    assert expected == [
+        ("nccl-tests all_reduce " + shape.format("in-place") + " [history]", "pass",
+         "nccl-tests all_reduce " + shape.format("in-place") + f": {present}"),
+        ("nccl-tests all_reduce " + shape.format("out-of-place") + " [history]",
+         "pass",
+         "nccl-tests all_reduce " + shape.format("out-of-place") + f": {present}"),
+        ("nccl-tests alltoall float32 in-place 8 ranks on 1 node [history]", "fail",
+         f"nccl-tests alltoall float32 in-place 8 ranks on 1 node: {gone}"),
+        ("nccl-tests alltoall float32 out-of-place 8 ranks on 1 node [history]",
+         "fail",
+         f"nccl-tests alltoall float32 out-of-place 8 ranks on 1 node: {gone}"),
+    ]  # fmt: skip
+    failed = [c[0] for c in _cases(out["json"]) if c[1] == "fail"]
+    assert failed == ["expect", "expect"]  # nothing else is wrong tonight
+
+    # Dropped on purpose: the opt-out passes the same night.
+    again = runner.invoke(cli, [*args, "--no-expect-history"])
+    assert again.exit_code == 0, again.output
+    assert [c for c in _cases(out["json"]) if c[0] == "expect"] == []
+
+
+# 4. A sweep that stops before bandwidth can be judged -----------------------------
+
+
+def _up_to(size: int) -> str:
+    """Derived: the healthy log without its rows above ``size`` bytes (footer kept),
+    as nccl-tests -e <size> prints it."""
+    return "".join(
+        line
+        for line in derive.healthy().splitlines(keepends=True)
+        if not (derive._ROW.match(line) and int(line.split()[0]) > size)
+    )
+
+
+ACCEPT = (
+    'measure larger sizes (e.g. nccl-tests -e 8G), or set [verdict] unjudged = "skip" '
+    "in the rules file to accept a sweep that stops short (latency only)"
+)
+
+
+@pytest.mark.parametrize(
+    ("size", "why"),
+    [
+        (2**20, "the largest size measured, 1 MiB, is still latency-bound, so no "
+         "plateau was reached"),
+        (2**26, "no plateau reached by the largest size measured, 64 MiB (busbw is "
+         "still rising there)"),
+    ],
+)  # fmt: skip
+def test_a_short_sweep_is_not_a_bandwidth_pass(size: int, why: str) -> None:
+    parsed = ncclparse.parse(io.StringIO(_up_to(size)), name="short.log")
+    hardware = HardwareOptions(profile="h100", inter_bw="200GB/s")
+    [case] = [c for c in check(parsed, DEFAULT_RULES, hardware=hardware).cases
+              if c.rule == "verdict"]  # fmt: skip
+    assert case.status == "fail"
+    assert case.message == (
+        f"short.log run 0 ({HOSTS}): bandwidth not verified: all_reduce float32 sum "
+        f"16 ranks on 2 nodes: {why}; {ACCEPT}"
+    )
+
+    # Accepted deliberately: skipped, saying what is not verified.
+    rules = rules_from_mapping({"verdict": {"unjudged": "skip"}})
+    result = check(parsed, rules, hardware=hardware)
+    [case] = [c for c in result.cases if c.rule == "verdict"]
+    assert case.status == "skip"
+    assert case.message == (
+        f"short.log run 0 ({HOSTS}): bandwidth not verified, accepted by [verdict] "
+        f'unjudged = "skip": all_reduce float32 sum 16 ranks on 2 nodes: {why}'
+    )
+    assert result.passed
+
+
+def test_a_short_sweep_fails_the_command(runner: CliRunner, tmp_path: Path) -> None:
+    log = tmp_path / "short.log"
+    log.write_text(_up_to(2**20))
+    out = _outputs(tmp_path)
+    result = runner.invoke(cli, ["check", str(log), *A3_MEGA, *_args(out)])
+    assert result.exit_code == 1
+    assert [c[:2] for c in _cases(out["json"]) if c[1] == "fail"] == [
+        ("verdict", "fail")
+    ]
+    rules = tmp_path / "rules.toml"
+    rules.write_text('[verdict]\nunjudged = "skip"\n')
+    accepted = runner.invoke(
+        cli, ["check", str(log), *A3_MEGA, "--rules", str(rules), *_args(out)]
+    )
+    assert accepted.exit_code == 0, accepted.output
+
+
+# 5. A printed bandwidth that size and time contradict -----------------------------
+
+
+def _edit(text: str, size: int, column: int, factor: float) -> str:
+    """Derived: multiply one printed figure of the row of ``size`` bytes (column 6
+    is out-of-place algbw, 7 its busbw), re-printed with 2 decimals."""
+    out = []
+    for line in text.splitlines(keepends=True):
+        parts = re.split(r"(\s+)", line.rstrip("\n"))
+        if derive._ROW.match(line) and int(parts[2]) == size:
+            old = parts[2 + 2 * column]
+            parts[2 + 2 * column] = f"{float(old) * factor:.2f}".rjust(len(old))
+            line = "".join(parts) + "\n"
+        out.append(line)
+    return "".join(out)
+
+
+@pytest.mark.parametrize(
+    ("column", "said"),
+    [
+        (7, "busbw 893.58 GB/s printed, 297.9 GB/s from size and time"),
+        (6, "algbw 476.58 GB/s printed, 158.9 GB/s from size and time"),
+    ],
+)
+def test_a_printed_bandwidth_edited_x3_is_an_integrity_failure(
+    column: int, said: str
+) -> None:
+    # The 1 GiB row: 6759.0 us out-of-place, so algbw 1073741824 B / 6759.0 us =
+    # 158.86 GB/s and busbw x 2 x 15/16 = 297.87 GB/s, as printed; one is now x3.
+    text = _edit(derive.healthy(), GIB, column, 3)
+    parsed = ncclparse.parse(io.StringIO(text), name="edited.log")
+    result = check(parsed, DEFAULT_RULES)
+    [case] = [c for c in result.cases if c.rule == "integrity"]
+    assert (case.status, case.message) == (
+        "fail",
+        f"edited.log run 0 ({HOSTS}) all_reduce: printed bandwidth disagrees with "
+        "size and time beyond the rounding of its digits (a corrupt or edited log) at "
+        f"1 row(s): 1 GiB out-of-place (line 59) {said}",
+    )
+
+
+REAL_LOGS = sorted(
+    path
+    for path in [*FIXTURES.glob("*/*"), *(ROOT / "examples").glob("*.log")]
+    if path.suffix in (".log", ".csv", ".json", ".txt")
+    and path.name not in ("expected.json",)
+    and path.parent.name != "expected"
+)
+
+
+@pytest.mark.parametrize(
+    "log", REAL_LOGS, ids=[f"{p.parent.name}/{p.name}" for p in REAL_LOGS]
+)
+def test_no_real_log_has_a_misprinted_bandwidth(log: Path) -> None:
+    # A false alarm on a real log is the worst outcome: every corpus log is clean.
+    parsed = ncclparse.parse_many([log])
+    result = check(parsed, DEFAULT_RULES)
+    said = [c.message for c in result.cases if "printed bandwidth" in c.message]
+    assert said == []
+
+
+def test_the_corpus_is_all_there() -> None:
+    # The test above must not pass on an empty glob.
+    assert len(REAL_LOGS) >= 150
+    assert sum(ncclparse.parse_many([p]).runs.num_rows > 0 for p in REAL_LOGS) >= 140
+
+
+# 6. Outputs all or nothing; failing outputs when the check cannot complete ---------
+
+
+def _yesterday(out: dict[str, Path]) -> None:
+    """What a passing run wrote last night."""
+    out["prom"].write_text(PASSED)
+    out["json"].write_text('{"status": "pass"}\n')
+    out["xml"].write_text("<testsuites/>\n")
+    out["md"].write_text("## ncclparse check: PASS\n")
+    out["html"].write_text("<p>PASS</p>\n")
+
+
+def _assert_failed_outputs(out: dict[str, Path], message: str) -> None:
+    prom = out["prom"].read_text()
+    assert "ncclparse_check_passed 0\n" in prom
+    assert 'ncclparse_check_case_failed{rule="error",name="ncclparse check"} 1' in prom
+    document = json.loads(out["json"].read_text())
+    assert (document["status"], document["error"]) == ("fail", message)
+    assert document["summary"] == {"cases": 1, "pass": 0, "fail": 1, "skip": 0}
+    root = ET.fromstring(out["xml"].read_text().encode())
+    assert (root.get("errors"), root.get("failures")) == ("1", "0")
+    [error] = root.findall("./testsuite/testcase/error")
+    assert error.text == message
+    assert (
+        out["md"]
+        .read_text()
+        .startswith(
+            "## ncclparse check: FAIL\n\nThe check could not complete: "
+            f"{markdown_escape(message)}\n"
+        )
+    )
+    assert "<h1>ncclparse check: FAIL</h1>" in out["html"].read_text()
+    assert [p.name for p in out["prom"].parent.glob(".*.tmp")] == []
+
+
+@pytest.mark.parametrize(
+    "target",
+    ["ncclparse.health.check.verdict_cases", "ncclparse.report.render_report"],
+)
+def test_an_internal_error_replaces_every_output_with_a_failing_one(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, target: str
+) -> None:
+    def boom(*args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("boom\nsecond line")
+
+    monkeypatch.setattr(target, boom)
+    out = _outputs(tmp_path)
+    _yesterday(out)
+    args = ["check", str(derive.HEALTHY), *A3_MEGA, *_args(out), "-q"]
+    result = runner.invoke(cli, args)
+    message = (
+        "internal error: RuntimeError: boom second line (a bug in ncclparse; please "
+        "report it)"
+    )
+    assert result.exit_code == 1
+    assert isinstance(result.exception, SystemExit)  # no traceback
+    assert result.stderr == f"Error: {message}\n"
+    assert result.stdout == ""
+    _assert_failed_outputs(out, message)
+
+
+def test_an_output_that_cannot_be_written_fails_the_others(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    out = _outputs(tmp_path)
+    _yesterday(out)
+    missing = tmp_path / "no-such-dir" / "check.json"
+    args = ["check", str(derive.HEALTHY), *A3_MEGA, "--prometheus", str(out["prom"]),
+            "--junit", str(out["xml"]), "--json", str(missing), "-q"]  # fmt: skip
+    result = runner.invoke(cli, args)
+    message = f"{missing}: cannot write: No such file or directory"
+    assert result.exit_code == 1
+    assert result.stderr == f"Error: {message}\n"
+    assert "ncclparse_check_passed 0\n" in out["prom"].read_text()
+    assert f'<error message="{message}"' in out["xml"].read_text()
+
+
+def test_outputs_are_replaced_together(runner: CliRunner, tmp_path: Path) -> None:
+    out = _outputs(tmp_path)
+    _yesterday(out)
+    result = runner.invoke(cli, ["check", str(derive.HEALTHY), *A3_MEGA, *_args(out)])
+    assert result.exit_code == 0, result.output
+    assert json.loads(out["json"].read_text())["error"] is None
+    assert "ncclparse_check_passed 1\n" in out["prom"].read_text()
+    assert out["html"].read_text().lstrip().lower().startswith("<!doctype html>")
+    assert out["md"].read_text().startswith("## ncclparse check: PASS\n")
+
+
+def test_a_bad_hardware_option_still_exits_2_but_fails_the_outputs(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    out = _outputs(tmp_path)
+    _yesterday(out)
+    result = runner.invoke(
+        cli, ["check", str(derive.HEALTHY), "--profile", "no-such-gpu", *_args(out)]
+    )
+    assert result.exit_code == 2
+    document = json.loads(out["json"].read_text())
+    assert document["status"] == "fail"
+    assert "no-such-gpu" in document["error"]
+    assert "ncclparse_check_passed 0\n" in out["prom"].read_text()
+
+
+def test_an_interruption_fails_the_outputs(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def interrupt(*args: Any, **kwargs: Any) -> Any:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr("ncclparse.health.check.verdict_cases", interrupt)
+    out = _outputs(tmp_path)
+    _yesterday(out)
+    result = runner.invoke(cli, ["check", str(derive.HEALTHY), *_args(out)])
+    assert result.exit_code == 1  # click: "Aborted!"
+    assert json.loads(out["json"].read_text())["error"] == "interrupted"
+    assert "ncclparse_check_passed 0\n" in out["prom"].read_text()
+
+
+def test_the_fifo_wait_returns_an_error_to_a_library_caller(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ncclparse.errors import InputError
+    from ncclparse.inputs import expand
+
+    fifo = tmp_path / "f"
+    os.mkfifo(fifo)
+    monkeypatch.setenv("NCCLPARSE_FIFO_WAIT", "0.1")
+    found: list[Any] = []
+    worker = threading.Thread(
+        target=lambda: found.extend(expand((str(fifo),))), daemon=True
+    )
+    worker.start()
+    worker.join(HANG)
+    assert not worker.is_alive()
+    [error] = found
+    assert isinstance(error, InputError)
+    assert str(error) == (
+        f"{fifo}: FIFO (named pipe) without a writer after 0.1 s; start the writer "
+        "first, or set NCCLPARSE_FIFO_WAIT to wait longer"
+    )
+    # The wake-up left no thread behind blocked in open().
+    assert [t.name for t in threading.enumerate() if t.name == f"open {fifo}"] == []
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "soon", "inf", "nan"])
+def test_a_bad_fifo_wait_is_an_error_naming_the_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
+) -> None:
+    from ncclparse.inputs import expand
+
+    fifo = tmp_path / "f"
+    os.mkfifo(fifo)
+    monkeypatch.setenv("NCCLPARSE_FIFO_WAIT", value)
+    [error] = list(expand((str(fifo),)))
+    assert str(error) == (
+        f"{fifo}: NCCLPARSE_FIFO_WAIT={value!r} is not a positive number of seconds"
+    )
+
+
+def test_an_unreadable_history_fails_the_outputs(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    history = tmp_path / "history"
+    (history / "date=2030-01-01").mkdir(parents=True)
+    (history / "date=2030-01-01" / "x.parquet").write_text("not parquet\n")
+    out = _outputs(tmp_path)
+    _yesterday(out)
+    args = ["check", str(derive.HEALTHY), "--history", str(history), *_args(out)]
+    result = runner.invoke(cli, [*args, "-q"])
+    assert result.exit_code == 1
+    assert result.stderr.startswith(f"Error: {history}: cannot read history: ")
+    assert result.stderr.count("\n") == 1
+    error = json.loads(out["json"].read_text())["error"]
+    assert result.stderr == f"Error: {error}\n"
+    _assert_failed_outputs(out, error)
