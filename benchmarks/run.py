@@ -8,7 +8,9 @@ Builds its inputs deterministically from ``tests/fixtures`` into a scratch direc
 2. peak RSS of that parse at two file sizes (does it grow with the file?);
 3. 2,000 real-shaped logs in a directory tree into one Parquet file;
 4. start-up: ``ncclparse --help`` vs ``python -c pass`` (and ``ncclparse report``);
-5. the efficiency engine (``ncclparse.efficiency.analyze``) on 1 million rows.
+5. the efficiency engine (``ncclparse.efficiency.analyze``) on 1 million rows;
+6. one run as long as the big log (a real sweep repeated, as nccl-tests ``-N`` prints
+   it) and a quarter of it: peak RSS of ``parse -o`` and ``report`` (flat, < 500 MB).
 
 Each figure is the median of ``--reps`` repetitions. Usage::
 
@@ -317,6 +319,60 @@ class Sample:
 
 
 TIME_V = Path("/usr/bin/time")
+
+
+ONE_RUN_SOURCE = ROOT / "examples" / "all_reduce_16rank_2node_h100.log"
+
+
+def build_one_run(path: Path, size: int) -> None:
+    """One nccl-tests run of ``size`` bytes: a real log's sweep repeated (``-N``)."""
+    if path.exists() and path.stat().st_size >= size:
+        return
+    lines = ONE_RUN_SOURCE.read_text().splitlines(keepends=True)
+    rows = [i for i, line in enumerate(lines) if DATA_ROW.match(line)]
+    head, sweep, tail = (
+        lines[: rows[0]],
+        lines[rows[0] : rows[-1] + 1],
+        lines[rows[-1] + 1 :],
+    )
+    block = "".join(sweep) * 100
+    with path.open("w") as out:
+        out.write("".join(head))
+        written = 0
+        while written < size:
+            out.write(block)
+            written += len(block)
+        out.write("".join(tail))
+
+
+def one_run_rows(
+    tool: Path, data: Path, size: int, out: Path, figures: dict[str, object]
+) -> list[Row]:
+    """Target 6: parse -o and report of one long run, at ``size`` and a quarter."""
+    peaks: dict[str, dict[int, float]] = {"parse": {}, "report": {}}
+    for each in (size // 4, size):
+        log_path = data / f"onerun-{each}.log"
+        build_one_run(log_path, each)
+        for command, target in (("parse", "one.parquet"), ("report", "one.html")):
+            log(f"6. ncclparse {command} one run of {human(each)} ...")
+            sample = run_once(
+                [tool, command, "-q", log_path, "-o", out / target], rss=True
+            )
+            peak = (sample.rss_kb or 0) / 1024
+            peaks[command][each] = peak
+            log(f"   {sample.wall:.1f} s, exit {sample.returncode}, {peak:.0f} MB peak")
+    figures["one_run_peak_mb"] = peaks
+    return [
+        Row(
+            f"6. peak RSS, {command} one run of {human(size)}",
+            f"{by_size[size]:.0f} MB",
+            f"{human(size // 4)}: {by_size[size // 4]:.0f} MB",
+            f"{by_size[size] - by_size[size // 4]:+.0f} MB for 4x",
+            "< 500 MB, flat",
+            verdict(by_size[size] < 500 and by_size[size] < 1.2 * by_size[size // 4]),
+        )
+        for command, by_size in peaks.items()
+    ]
 
 
 def run_once(cmd: Sequence[str | Path], *, rss: bool = False, cwd: Path | None = None):
@@ -751,6 +807,9 @@ def main(argv: list[str] | None = None) -> int:
                     "n/a",
                 )
             )
+
+    if "6" not in skip:
+        rows.extend(one_run_rows(tool, args.data, big_size, out, figures))
 
     figures["bench_s"] = time.perf_counter() - t_start
     print()

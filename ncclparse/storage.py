@@ -86,6 +86,9 @@ def table_writer(
         yield write
 
 
+ROW_GROUP_ROWS = 131_072
+
+
 @contextmanager
 def batch_writer(
     handle: IO[bytes], schema: pa.Schema, fmt: str
@@ -93,8 +96,20 @@ def batch_writer(
     """Yield a function that writes record batches of ``schema`` to ``handle``."""
     if fmt == "parquet":
         parquet = pq.ParquetWriter(handle, schema)
+        pending: list[pa.RecordBatch] = []
+
+        def write(batch: pa.RecordBatch) -> None:
+            # Batches gathered into row groups of ROW_GROUP_ROWS: a row group per
+            # small batch would make the footer (held in memory) grow with the rows.
+            pending.append(batch)
+            if sum(b.num_rows for b in pending) >= ROW_GROUP_ROWS:
+                parquet.write_table(pa.Table.from_batches(pending, schema=schema))
+                pending.clear()
+
         try:
-            yield parquet.write_batch
+            yield write
+            if pending:
+                parquet.write_table(pa.Table.from_batches(pending, schema=schema))
         finally:
             parquet.close()
     elif fmt == "arrow":

@@ -26,6 +26,7 @@ from hypothesis import strategies as st
 import ncclparse
 from ncclparse.errors import NcclParseError
 from ncclparse.parsers import LINE_KINDS
+from ncclparse.parsers._model import Notes
 from ncclparse.schema import MEASUREMENTS_SCHEMA, RUNS_SCHEMA, conform
 from tests.conftest import FIXTURES, string_lists
 
@@ -139,6 +140,10 @@ def check_accounting(result: ncclparse.ParseResult, name: str, lines: int) -> No
     assert all(n >= 0 for n in accounting.values())
     assert sum(accounting.values()) == lines, (dict(accounting), lines)
     warnings = [w for ws in string_lists(result.runs, "warnings") for w in ws]
+    # Bounded whatever repeats: at most Notes.LIMIT entries and one counting the rest.
+    assert all(
+        len(ws) <= Notes.LIMIT + 1 for ws in string_lists(result.runs, "warnings")
+    )
     named, counted = named_lines(warnings)
     assert accounting["warned"] <= len(named) + counted, (
         accounting["warned"],
@@ -285,6 +290,8 @@ def mutated(draw: st.DrawFn) -> bytes:
                     "crlf",
                     "bytes",
                     "cut",
+                    "repeat",
+                    "stretch",
                 )
             )
         )
@@ -319,6 +326,12 @@ def mutated(draw: st.DrawFn) -> bytes:
         elif op == "cut":
             lines = lines[: i + 1]
             lines[-1] = lines[-1][: draw(st.integers(0, len(lines[-1])))]
+        elif op == "repeat":  # a header repeated with another line between (once 2 GB)
+            other = lines[draw(st.integers(0, len(lines) - 1))]
+            lines[i : i + 1] = [other, line] * draw(st.integers(2, 400))
+        elif op == "stretch":  # a run made long: its lines from i repeated
+            block = lines[i : i + draw(st.integers(1, 40))]
+            lines[i:i] = block * draw(st.integers(2, 200))
     return b"".join(lines)
 
 

@@ -74,6 +74,27 @@ def parse_inputs(
     return result, failures
 
 
+def parse_points(
+    inputs: tuple[str, ...], quiet: bool, limits: tuple[int, int]
+) -> tuple[Any, list[Exception]]:
+    """As :func:`parse_inputs`, for commands that judge points: rows stream into a
+    :class:`ncclparse.points.PointTable`, which merges the repeats of a point when
+    there are more rows than ``limits`` allow (the merged runs say so in their
+    warnings).
+
+    Raises TooManyPoints when the points themselves are too many.
+    """
+    import dataclasses
+
+    from ncclparse.points import PointTable, with_merge_notes
+
+    points = PointTable(limits)
+    result, failures = parse_inputs(inputs, quiet, on_batch=points.add)
+    measurements = points.table()
+    runs = with_merge_notes(result.runs, points.merged_runs())
+    return dataclasses.replace(result, measurements=measurements, runs=runs), failures
+
+
 def summary_lines(result: ParseResult) -> list[str]:
     """One line per parsed source: runs, their statuses, rows and warnings."""
     runs = result.runs.to_pydict()

@@ -14,7 +14,7 @@ from ncclparse.cli.options import (
     command_line,
     exit_on,
     hardware_options,
-    parse_inputs,
+    parse_points,
     write_text,
 )
 
@@ -59,9 +59,10 @@ def report(
     The HTML page needs no network and no JavaScript; the same inputs give the same
     bytes. Exit status as for `parse`.
     """
+    from ncclparse.points import REPORT_LIMITS
     from ncclparse.report import build_context, render_report
 
-    result, failures = parse_inputs(inputs, quiet)
+    result, failures = parse_points(inputs, quiet, REPORT_LIMITS)
     context = build_context(
         result,
         hardware=hardware,

@@ -17,6 +17,7 @@ from ncclparse.cli.options import (
     hardware_options,
     inputs_or_stdin,
     parse_inputs,
+    parse_points,
 )
 
 if TYPE_CHECKING:
@@ -104,9 +105,10 @@ def analyze(
     on stderr. Exit status as for `parse`.
     """
     from ncclparse.efficiency import analyze as run_analysis
+    from ncclparse.points import ANALYZE_LIMITS
     from ncclparse.storage import write_table, write_to
 
-    result, failures = parse_inputs(inputs, quiet)
+    result, failures = parse_points(inputs, quiet, ANALYZE_LIMITS)
     analysis = run_analysis(result.measurements, hardware, result.runs)
     for assumption in analysis.assumptions:
         click.echo(f"Assumed: {assumption}", err=True)

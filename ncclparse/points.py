@@ -1,0 +1,264 @@
+"""Measurements for judging, in bounded memory: repeated points of a run merged.
+
+``report`` and ``analyze`` judge points (one size of one series of one run). Their
+input may hold far more rows than points: nccl-tests ``-N`` repeats a sweep for hours,
+and a 1 GiB log holds ~18 M rows. :class:`PointTable` takes record batches as the
+parser hands them on; while they stay under ``exact_rows`` rows they are kept as they
+are, so an ordinary input is judged row for row. Beyond that, rows measuring the
+same point are merged (Arrow aggregation, batch by batch): time is the mean of the
+repeats, ``time_min_us``/``time_max_us`` their extremes, ``stddev_pct`` their spread,
+printed bandwidths their means, ``#wrong`` the largest; the merged runs say so in
+their warnings. Past ``max_points`` distinct points the input is refused with a
+message naming the limit (docs/robustness.md). ``report`` draws every point (a bar of
+the gap chart, a table row), so its limits (REPORT_LIMITS) are lower than those of
+``analyze``, which only computes (ANALYZE_LIMITS).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from ncclparse import schema
+from ncclparse.errors import NcclParseError
+
+__all__ = [
+    "ANALYZE_LIMITS",
+    "REPORT_LIMITS",
+    "PointTable",
+    "TooManyPoints",
+    "with_merge_notes",
+]
+
+# (exact_rows, max_points) per command.
+REPORT_LIMITS = (5_000, 100_000)
+ANALYZE_LIMITS = (250_000, 1_000_000)
+# What makes two rows measurements of the same point.
+KEYS = (
+    "source",
+    "run",
+    "collective",
+    "dtype",
+    "redop",
+    "root",
+    "placement",
+    "size_bytes",
+    "cputime",
+    "grouped",
+)
+_SUMS = ("n", "t_sum", "t_sq", "algbw_sum", "algbw_n", "busbw_sum", "busbw_n")
+_EXTREMES = (("t_min", "min"), ("t_max", "max"), ("wrong", "max"))
+_FIRSTS = tuple(
+    name
+    for name in (*schema.MEASUREMENT_COLUMNS, "seq")
+    if name not in KEYS and name != "wrong"
+)
+
+
+class TooManyPoints(NcclParseError):
+    """The inputs hold more distinct points than a report can judge."""
+
+
+class PointTable:
+    """Collects measurement batches (``add``, an ``on_batch`` for the parser);
+    :meth:`table` gives the rows, repeated points merged if there were too many.
+
+    Past ``max_points`` distinct points it keeps nothing more, and :meth:`table`
+    raises TooManyPoints (not ``add``: the parser would take it for one input's
+    error).
+    """
+
+    def __init__(self, limits: tuple[int, int] = ANALYZE_LIMITS) -> None:
+        self.exact_rows, self.max_points = limits
+        self._batches: list[pa.RecordBatch] = []
+        self._rows = 0  # rows in _batches
+        self._seen = 0  # rows added, for the order of first appearance
+        self._state: pa.Table | None = None  # merged points, once merging started
+        self._overflow = False
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        if self._overflow:
+            return
+        self._batches.append(
+            batch.append_column(
+                "seq", pa.array(range(self._seen, self._seen + batch.num_rows))
+            )
+        )
+        self._seen += batch.num_rows
+        self._rows += batch.num_rows
+        merged = self._state.num_rows if self._state else 0
+        if self._rows + merged > self.exact_rows:
+            self._merge()
+
+    @property
+    def merged(self) -> bool:
+        return self._state is not None
+
+    def table(self) -> pa.Table:
+        """The measurements (schema.md): every row, or one row per point if merged."""
+        if self._overflow:
+            raise TooManyPoints(
+                f"the inputs hold more than {self.max_points:,} distinct measurement "
+                "points (sizes of each series of each run): more than a report can "
+                "judge; give fewer inputs, or write the tables with `ncclparse parse "
+                "-o` and query them"
+            )
+        if self._state is None:
+            rows = pa.Table.from_batches(
+                self._batches, schema=_with_seq(schema.MEASUREMENTS_SCHEMA)
+            )
+            return rows.drop_columns(["seq"])
+        self._merge()
+        assert self._state is not None
+        return _points(self._state)
+
+    def merged_runs(self) -> dict[tuple[str, int], tuple[int, int]]:
+        """(source, run) -> (rows, points) for every run whose repeats were merged."""
+        if self._state is None or self._overflow:
+            return {}
+        self._merge()
+        assert self._state is not None
+        by_run = self._state.group_by(["source", "run"]).aggregate(
+            [("n", "sum"), ("n", "count")]
+        )
+        return {
+            (source, run): (rows, points)
+            for source, run, rows, points in zip(
+                *(by_run.column(c).to_pylist() for c in ("source", "run")),
+                by_run.column("n_sum").to_pylist(),
+                by_run.column("n_count").to_pylist(),
+                strict=True,
+            )
+            if rows != points
+        }
+
+    def _merge(self) -> None:
+        parts = [_as_state(pa.Table.from_batches(self._batches))] if self._rows else []
+        self._batches, self._rows = [], 0
+        if self._state is not None:
+            # Merged points have the columns in another order (keys first).
+            names = self._state.column_names
+            parts = [
+                self._state,
+                *(p.select(names).cast(self._state.schema) for p in parts),
+            ]
+        state = pa.concat_tables(parts)
+        self._state = _combine(state)
+        if self._state.num_rows > self.max_points:
+            self._overflow, self._state = True, None
+
+
+def _with_seq(base: pa.Schema) -> pa.Schema:
+    return base.append(pa.field("seq", pa.int64()))
+
+
+def _as_state(rows: pa.Table) -> pa.Table:
+    """Rows in the form merging adds up: sums, extremes and first values."""
+    time = rows.column("time_us")
+    algbw, busbw = rows.column("algbw_gbps"), rows.column("busbw_gbps")
+    extra: dict[str, Any] = {
+        "n": pa.array([1] * rows.num_rows, pa.int64()),
+        "t_sum": time,
+        "t_sq": pc.multiply(time, time),
+        "t_min": pc.coalesce(rows.column("time_min_us"), time),
+        "t_max": pc.coalesce(rows.column("time_max_us"), time),
+        "algbw_sum": algbw,
+        "algbw_n": pc.cast(pc.is_valid(algbw), pa.int64()),
+        "busbw_sum": busbw,
+        "busbw_n": pc.cast(pc.is_valid(busbw), pa.int64()),
+    }
+    for name, values in extra.items():
+        rows = rows.append_column(name, values)
+    return rows
+
+
+def _combine(state: pa.Table) -> pa.Table:
+    """One row per point of ``state``, in the order points first appeared."""
+    aggregations: list[Any] = [(name, "sum") for name in _SUMS]
+    aggregations += [(name, how) for name, how in _EXTREMES]
+    aggregations += [(name, "first") for name in _FIRSTS]
+    grouped = state.group_by(list(KEYS), use_threads=False).aggregate(aggregations)
+    names = {f"{name}_{how}": name for name, how in aggregations}
+    grouped = grouped.rename_columns([names.get(c, c) for c in grouped.column_names])
+    return grouped.sort_by("seq")
+
+
+def _points(state: pa.Table) -> pa.Table:
+    """The merged state as a measurements table."""
+    n = state.column("n")
+    single = pc.equal(n, pa.scalar(1, pa.int64()))
+    mean = pc.divide(state.column("t_sum"), pc.cast(n, pa.float64()))
+    variance = pc.subtract(
+        pc.divide(state.column("t_sq"), pc.cast(n, pa.float64())),
+        pc.multiply(mean, mean),
+    )
+    spread = pc.multiply(
+        pc.divide(pc.sqrt(pc.max_element_wise(variance, pa.scalar(0.0))), mean),
+        pa.scalar(100.0),
+    )
+    columns = {
+        "time_us": mean,
+        "time_min_us": pc.if_else(
+            single, state.column("time_min_us"), state.column("t_min")
+        ),
+        "time_max_us": pc.if_else(
+            single, state.column("time_max_us"), state.column("t_max")
+        ),
+        "stddev_pct": pc.if_else(single, state.column("stddev_pct"), spread),
+        "algbw_gbps": _mean(state, "algbw"),
+        "busbw_gbps": _mean(state, "busbw"),
+    }
+    arrays = [
+        columns[f.name] if f.name in columns else state.column(f.name)
+        for f in schema.MEASUREMENTS_SCHEMA
+    ]
+    return pa.Table.from_arrays(
+        [
+            pc.cast(a, f.type)
+            for a, f in zip(arrays, schema.MEASUREMENTS_SCHEMA, strict=True)
+        ],
+        schema=schema.MEASUREMENTS_SCHEMA,
+    )
+
+
+def _mean(state: pa.Table, name: str) -> Any:
+    """Mean of the printed values of ``name`` (null where none was printed)."""
+    count = pc.cast(state.column(f"{name}_n"), pa.float64())
+    return pc.if_else(
+        pc.greater(count, pa.scalar(0.0)),
+        pc.divide(state.column(f"{name}_sum"), count),
+        pa.scalar(None, pa.float64()),
+    )
+
+
+def merge_note(rows: int, points: int) -> str:
+    """The warning a merged run carries."""
+    return (
+        f"{rows:,} measurements of {points:,} points (a sweep repeated): merged for "
+        "judging, time the mean of the repeats, min/max their extremes"
+    )
+
+
+def with_merge_notes(
+    runs: pa.Table, merged: dict[tuple[str, int], tuple[int, int]]
+) -> pa.Table:
+    """``runs`` with :func:`merge_note` added to the warnings of the merged runs."""
+    if not merged:
+        return runs
+    warnings: Iterable[Any] = runs.column("warnings").to_pylist()
+    keys = zip(
+        runs.column("source").to_pylist(), runs.column("run").to_pylist(), strict=True
+    )
+    updated = [
+        [*ws, merge_note(*merged[key])] if key in merged else ws
+        for key, ws in zip(keys, warnings, strict=True)
+    ]
+    index = runs.schema.get_field_index("warnings")
+    return runs.set_column(
+        index,
+        runs.schema.field(index),
+        pa.array(updated, runs.schema.field(index).type),
+    )
