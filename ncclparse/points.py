@@ -73,7 +73,7 @@ class PointTable:
 
     def __init__(self, limits: tuple[int, int] = ANALYZE_LIMITS) -> None:
         self.exact_rows, self.max_points = limits
-        self._batches: list[pa.RecordBatch] = []
+        self._batches: list[pa.Table] = []
         self._rows = 0  # rows in _batches
         self._seen = 0  # rows added, for the order of first appearance
         self._state: pa.Table | None = None  # merged points, once merging started
@@ -82,9 +82,11 @@ class PointTable:
     def add(self, batch: pa.RecordBatch) -> None:
         if self._overflow:
             return
+        # A table, not the batch: RecordBatch.append_column needs pyarrow 16.
         self._batches.append(
-            batch.append_column(
-                "seq", pa.array(range(self._seen, self._seen + batch.num_rows))
+            pa.Table.from_batches([batch]).append_column(
+                "seq",
+                pa.array(range(self._seen, self._seen + batch.num_rows), pa.int64()),
             )
         )
         self._seen += batch.num_rows
@@ -107,8 +109,8 @@ class PointTable:
                 "-o` and query them"
             )
         if self._state is None:
-            rows = pa.Table.from_batches(
-                self._batches, schema=_with_seq(schema.MEASUREMENTS_SCHEMA)
+            rows = pa.concat_tables(
+                self._batches or [_with_seq(schema.MEASUREMENTS_SCHEMA).empty_table()]
             )
             return rows.drop_columns(["seq"])
         self._merge()
@@ -136,7 +138,7 @@ class PointTable:
         }
 
     def _merge(self) -> None:
-        parts = [_as_state(pa.Table.from_batches(self._batches))] if self._rows else []
+        parts = [_as_state(pa.concat_tables(self._batches))] if self._rows else []
         self._batches, self._rows = [], 0
         if self._state is not None:
             # Merged points have the columns in another order (keys first).

@@ -27,6 +27,7 @@ RUN_COLUMNS = frozenset(
 COPY = "_copy"  # which interleaved copy of a run a row belongs to (nccl-tests)
 _FIELDS = [f for f in schema.MEASUREMENT_FIELDS if f.name not in RUN_COLUMNS]
 _SCHEMA = pa.schema([*_FIELDS, pa.field(COPY, pa.int32())])
+_READ_SCHEMA = pa.schema(_FIELDS)  # as read back: without the copy index
 _DEFAULTS: dict[str, Any] = {"cputime": False, "grouped": False}
 _OPTIONS = pa.ipc.IpcWriteOptions(
     compression="lz4" if pa.Codec.is_available("lz4") else None
@@ -83,7 +84,8 @@ class RowSpill:
         for batch in pa.ipc.open_stream(self._file):
             if copy is not None:
                 batch = batch.filter(pc.equal(batch.column(COPY), pa.scalar(copy)))
-            yield batch.drop_columns([COPY])
+            # Not drop_columns: RecordBatch has it only from pyarrow 16.
+            yield pa.RecordBatch.from_arrays(batch.columns[:-1], schema=_READ_SCHEMA)
 
     def rows(self, copy: int | None) -> int:
         return self.counts[copy] if copy is not None else self.counts.total()
