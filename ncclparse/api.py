@@ -77,8 +77,8 @@ def _parse_into(collector: Collector, source: Source, name: str | None) -> None:
         raise InputError(f"{display}: {exc.strerror}") from exc
     except OSError as exc:  # EIO, a vanished network file system, ...
         raise InputError(
-            f"{display}: read failed: {exc.strerror or exc} (the runs that ended "
-            "before it are kept)"
+            f"{display}: read failed: {exc.strerror or exc} (only runs this input "
+            "completed before the failure, if any, are kept)"
         ) from exc
     finally:
         if owned:

@@ -2,31 +2,45 @@
 measurements table from a table file, a history directory or logs.
 
 What a directory walk skips is never silent (docs/robustness.md, "Inputs"): hidden
-entries are counted, anything that is not a regular file (FIFO, socket, device, a
-symbolic link to a directory) is named in a :class:`Note`, a broken symbolic link or
-an unreadable directory is an error, and a directory that holds no log is an error.
+entries are counted; anything that is not a regular file (FIFO, socket, device, a
+symbolic link to a directory) and files that are not logs (ncclparse's own outputs,
+images, Markdown prose) are named in a :class:`Note`, with what ``--include`` and
+``--exclude`` left out counted; a broken symbolic link or an unreadable directory is
+an error, and a directory that holds no log is an error.
 """
 
 from __future__ import annotations
 
 import contextlib
+import fnmatch
 import io
 import os
+import re
 import stat
 import sys
 import threading
-from collections.abc import Iterator
+from collections import Counter
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import pyarrow as pa
 
 from ncclparse import schema
-from ncclparse.errors import InputError
-from ncclparse.parsers import Source
+from ncclparse.errors import InputError, NcclParseError
+from ncclparse.parsers import PARSERS, SNIFF_LINES, Source, numbered, open_source
 
-__all__ = ["FIFO_WAIT", "FIFO_WAIT_VARIABLE", "STDIN", "Note", "expand", "walk"]
+__all__ = [
+    "FIFO_WAIT",
+    "FIFO_WAIT_VARIABLE",
+    "STDIN",
+    "Filters",
+    "Note",
+    "expand",
+    "not_a_log",
+    "walk",
+]
 
 STDIN = "-"
 # How long a FIFO named on the command line may wait for a writer before it is an
@@ -47,17 +61,23 @@ class Note:
 
 
 def expand(
-    inputs: tuple[str, ...], notes: list[Note] | None = None
+    inputs: tuple[str, ...],
+    notes: list[Note] | None = None,
+    *,
+    filters: Filters | None = None,
 ) -> Iterator[tuple[Source, str] | InputError]:
     """Yield ``(source, name)`` for every input, or an InputError for a bad one.
 
-    Directories are walked recursively in sorted order, skipping hidden entries and
-    entries that are not regular files (each named in a :class:`Note`: appended to
-    ``notes`` when given, else written to standard error). A missing input, a broken
-    symbolic link, an unreadable directory and a directory without any log are
-    InputErrors. ``-`` is standard input (read as bytes, decoded leniently by the
-    parser). A FIFO named explicitly is read as a stream once a writer has opened it
-    (see :data:`FIFO_WAIT`).
+    Directories are walked recursively in sorted order, skipping hidden entries,
+    entries that are not regular files, files that are not logs (:func:`not_a_log`)
+    and what ``filters`` leave out (:class:`Filters`): one :class:`Note` per walked
+    directory that skipped any names or counts them (appended to ``notes`` when
+    given, else written to standard error). A missing input, a broken symbolic link,
+    an unreadable directory and a directory without any log are InputErrors. A file
+    named explicitly is read whatever its name. ``-`` is standard input (read as
+    bytes, decoded leniently by the parser). A FIFO named explicitly is read as a
+    stream once a writer has opened it (see :data:`FIFO_WAIT`). Compressed files
+    (gzip, xz, zstd) are decompressed as they are read, by the parser.
     """
     for item in inputs:
         if item == STDIN:
@@ -78,52 +98,42 @@ def expand(
             yield path, item
             continue
         if stat.S_ISDIR(mode):
-            yield from _walk_reporting(item, notes)
+            yield from _walk_reporting(item, notes, filters)
         elif stat.S_ISFIFO(mode):
             yield _fifo(item)
         else:
             yield path, item
 
 
-def walk(directory: str) -> tuple[list[tuple[Path, str] | InputError], list[Note]]:
+def walk(
+    directory: str, filters: Filters | None = None
+) -> tuple[list[tuple[Path, str] | InputError], list[Note]]:
     """The log files under ``directory`` (sorted, hidden entries skipped) with the
-    errors met, and the notes on what was skipped. A directory that yields no file
-    (and met no other error) gives an InputError saying so."""
-    found: list[tuple[Path, str] | InputError] = []
-    skipped: list[str] = []
-    hidden = _walk(Path(directory), found, skipped)
+    errors met, and the note on what was skipped (at most one: see :func:`expand`).
+    A directory that yields no file (and met no other error) gives an InputError
+    saying so."""
+    walker = _Walker(filters or Filters())
+    walker.walk(Path(directory), "")
+    found = walker.found
     notes = []
-    if skipped:
-        shown = ", ".join(skipped[:_SHOWN])
-        more = len(skipped) - _SHOWN
-        are = "is" if len(skipped) == 1 else "are"
-        notes.append(
-            Note(
-                directory,
-                f"{directory}: skipped {_count(len(skipped), 'entry', 'entries')} "
-                f"that {are} not a regular file: {shown}"
-                + (f" and {more} more" if more > 0 else ""),
-            )
-        )
+    said = walker.skipped()
+    if said:
+        notes.append(Note(directory, f"{directory}: skipped {'; '.join(said)}"))
     if not found:
-        why = []
-        if hidden:
-            why.append(_count(hidden, "hidden entry", "hidden entries"))
-        if skipped:
-            why.append(f"{_count(len(skipped), 'entry', 'entries')} not a regular file")
+        why = walker.counts()
         found.append(
             InputError(
                 f"{directory}: directory holds no log file"
-                + (f" ({' and '.join(why)} skipped)" if why else "")
+                + (f" ({_and(why)} skipped)" if why else "")
             )
         )
     return found, notes
 
 
 def _walk_reporting(
-    directory: str, notes: list[Note] | None
+    directory: str, notes: list[Note] | None, filters: Filters | None
 ) -> Iterator[tuple[Source, str] | InputError]:
-    found, mine = walk(directory)
+    found, mine = walk(directory, filters)
     if notes is None:
         for note in mine:
             sys.stderr.write(f"Note: {note.text}\n")
@@ -132,42 +142,248 @@ def _walk_reporting(
     yield from found
 
 
-def _walk(
-    directory: Path, found: list[tuple[Path, str] | InputError], skipped: list[str]
-) -> int:
-    """Append the files under ``directory`` to ``found`` (depth first, by name: the
-    order of sorted paths) and what is not a regular file to ``skipped``; return the
-    number of hidden entries skipped (a hidden directory counts once)."""
+@dataclass(frozen=True, slots=True)
+class Filters:
+    """``--include`` / ``--exclude`` patterns for directory walks.
+
+    fnmatch-style, case-sensitive (``*`` also matches ``/``), each matched against
+    an entry's path relative to the walked directory (``node1/a.log``) and against
+    its name (``a.log``). A file matching an ``exclude`` pattern is skipped, and so
+    is a directory (not entered; ``old`` and ``old/`` alike); with ``include``
+    patterns, a file matching none of them is skipped. Files named on the command
+    line are not filtered.
+    """
+
+    include: tuple[str, ...] = ()
+    exclude: tuple[str, ...] = ()
+
+    def excludes(self, relative: str, name: str, *, directory: bool = False) -> bool:
+        patterns = self.exclude
+        if directory:
+            patterns = tuple(p.rstrip("/") or p for p in patterns)
+        return _matches(patterns, relative, name)
+
+    def includes(self, relative: str, name: str) -> bool:
+        return not self.include or _matches(self.include, relative, name)
+
+
+def _matches(patterns: tuple[str, ...], relative: str, name: str) -> bool:
+    return any(
+        fnmatch.fnmatchcase(relative, p) or fnmatch.fnmatchcase(name, p)
+        for p in patterns
+    )
+
+
+# What a walk does not read, by (lower-case) extension: ncclparse's own outputs and
+# other files that are never a benchmark log. A compression suffix is looked
+# through (`report.html.gz` is HTML).
+_NOT_LOGS = {
+    ".html": "HTML",
+    ".htm": "HTML",
+    ".xml": "XML",
+    ".prom": "Prometheus text",
+    ".parquet": "Parquet/Arrow table",
+    ".pq": "Parquet/Arrow table",
+    ".arrow": "Parquet/Arrow table",
+    ".feather": "Parquet/Arrow table",
+    ".ipc": "Parquet/Arrow table",
+    ".png": "image",
+    ".jpg": "image",
+    ".jpeg": "image",
+    ".gif": "image",
+    ".svg": "image",
+    ".webp": "image",
+    ".pdf": "PDF",
+}
+_COMPRESSED = (".gz", ".xz", ".zst")
+_MARKDOWN = (".md", ".markdown")
+# `check --json` and `compare --format json` documents open with their format.
+_OWN_JSON = re.compile(r'\A\ufeff?\s*\{\s*"format"\s*:\s*"ncclparse-')
+# The measurements, runs, analysis and fits tables of `parse` and `analyze`.
+_OWN_TABLE = re.compile(r'\A(?:"source","run",|\{"source": "(?:[^"\\]|\\.)*", "run": )')
+_HEAD = 4096  # characters read of a .json, .csv or .jsonl file to tell whose it is
+_LINE = 1 << 20  # as the parsers' reader: a longer line is read in pieces
+
+
+def not_a_log(path: Path) -> str | None:
+    """Why a directory walk does not read the file ``path`` (a few words), or None.
+
+    By extension: HTML, XML, Prometheus text, Parquet/Arrow tables, images, PDF.
+    By content: ncclparse's JSON outputs (``"format": "ncclparse-..."``), its CSV
+    and JSON Lines tables (``source,run,...``), and Markdown holding no benchmark
+    output (no parser recognises its first :data:`SNIFF_LINES` lines, as for any
+    log). A file that cannot be read is not judged here: reading it says why.
+    """
+    name = path.name.lower()
+    for suffix in _COMPRESSED:
+        if name.endswith(suffix):
+            name = name[: -len(suffix)]
+            break
+    extension = os.path.splitext(name)[1]
+    if extension in _NOT_LOGS:
+        return _NOT_LOGS[extension]
     try:
-        with os.scandir(directory) as scan:
-            entries = sorted(scan, key=lambda e: e.name)
-    except OSError as exc:
-        found.append(InputError(f"{directory}: cannot read directory: {exc.strerror}"))
-        return 0
-    hidden = 0
-    for entry in entries:
-        path = directory / entry.name
-        if entry.name.startswith("."):
-            hidden += 1
-            continue
+        if extension == ".json":
+            head = _head(path, lambda h: h.read(_HEAD))
+            return "ncclparse JSON output" if _OWN_JSON.match(head) else None
+        if extension in (".csv", ".jsonl"):
+            head = _head(path, lambda h: h.readline(_HEAD))
+            return "ncclparse CSV/JSONL table" if _OWN_TABLE.match(head) else None
+        if extension in _MARKDOWN and not _holds_benchmark_output(path):
+            return "Markdown without benchmark output"
+    except (NcclParseError, OSError):
+        return None
+    return None
+
+
+def _head(path: Path, read: Callable[[IO[str]], str]) -> str:
+    _, handle, _ = open_source(path)
+    with handle:
+        return read(handle)
+
+
+def _holds_benchmark_output(path: Path) -> bool:
+    """Whether a parser recognises the start of ``path``, as it would for a log."""
+
+    def lines(handle: IO[str]) -> Iterator[str]:
+        for _ in range(SNIFF_LINES):
+            raw = handle.readline(_LINE)
+            if not raw:
+                return
+            yield raw
+
+    _, handle, _ = open_source(path)
+    with handle:
+        head = list(numbered(lines(handle)))
+    return any(parser.sniff(head) for parser in PARSERS)
+
+
+class _Walker:
+    """One directory walk: the files found (and errors met) in sorted path order,
+    and what was skipped, by kind."""
+
+    def __init__(self, filters: Filters) -> None:
+        self.filters = filters
+        self.found: list[tuple[Path, str] | InputError] = []
+        self.special: list[str] = []  # "path (kind)" of entries not regular files
+        self.not_logs: list[tuple[Path, str]] = []
+        self.hidden = 0  # a hidden directory counts once
+        self.unmatched = 0  # files matching no --include pattern
+        self.excluded_files = 0
+        self.excluded_directories = 0
+
+    def walk(self, directory: Path, relative: str) -> None:
+        """Visit ``directory`` (``relative`` to the root, "" for the root itself)
+        depth first, by name: the order of sorted paths."""
         try:
-            if entry.is_dir(follow_symlinks=False):
-                hidden += _walk(path, found, skipped)
-                continue
-            if entry.is_file(follow_symlinks=False):
-                found.append((path, str(path)))
-                continue
-            kind = _kind(path)
+            with os.scandir(directory) as scan:
+                entries = sorted(scan, key=lambda e: e.name)
         except OSError as exc:
-            found.append(InputError(f"{path}: cannot read: {exc.strerror}"))
-            continue
+            self.found.append(
+                InputError(f"{directory}: cannot read directory: {exc.strerror}")
+            )
+            return
+        for entry in entries:
+            if entry.name.startswith("."):
+                self.hidden += 1
+                continue
+            path = directory / entry.name
+            inner = f"{relative}{entry.name}"
+            try:
+                is_directory = entry.is_dir(follow_symlinks=False)
+            except OSError as exc:
+                self.found.append(InputError(f"{path}: cannot read: {exc.strerror}"))
+                continue
+            if is_directory:
+                if self.filters.excludes(inner, entry.name, directory=True):
+                    self.excluded_directories += 1
+                else:
+                    self.walk(path, f"{inner}/")
+                continue
+            if self.filters.excludes(inner, entry.name):
+                self.excluded_files += 1
+            elif not self.filters.includes(inner, entry.name):
+                self.unmatched += 1
+            else:
+                self.file(entry, path)
+
+    def file(self, entry: os.DirEntry[str], path: Path) -> None:
+        try:
+            kind = "file" if entry.is_file(follow_symlinks=False) else _kind(path)
+        except OSError as exc:
+            self.found.append(InputError(f"{path}: cannot read: {exc.strerror}"))
+            return
         if kind == "broken":
-            found.append(InputError(f"{path}: broken symbolic link (no such file)"))
-        elif kind == "file":  # a symbolic link to a regular file is a log
-            found.append((path, str(path)))
-        else:
-            skipped.append(f"{path} ({kind})")
-    return hidden
+            self.found.append(
+                InputError(f"{path}: broken symbolic link (no such file)")
+            )
+        elif kind != "file":
+            self.special.append(f"{path} ({kind})")
+        elif (why := not_a_log(path)) is not None:
+            self.not_logs.append((path, why))
+        else:  # a regular file, or a symbolic link to one
+            self.found.append((path, str(path)))
+
+    def skipped(self) -> list[str]:
+        """What the walk skipped, one clause per kind (hidden entries are only
+        counted, in the error of a directory without a log)."""
+        said = []
+        if self.special:
+            are = "is" if len(self.special) == 1 else "are"
+            said.append(
+                f"{_count(len(self.special), 'entry', 'entries')} that {are} not a "
+                f"regular file: {_shown(self.special)}"
+            )
+        if self.not_logs:
+            kinds = Counter(why for _, why in self.not_logs)
+            by_kind = ", ".join(f"{why}: {n}" for why, n in kinds.items())
+            are = "is not a log" if len(self.not_logs) == 1 else "are not logs"
+            said.append(
+                f"{_count(len(self.not_logs), 'file', 'files')} that {are} "
+                f"({by_kind}): {_shown([str(p) for p, _ in self.not_logs])}"
+            )
+        return said + self._filtered()
+
+    def _filtered(self) -> list[str]:
+        said = []
+        if self.unmatched:
+            said.append(
+                f"{_count(self.unmatched, 'file', 'files')} not matching --include"
+            )
+        excluded = []
+        if self.excluded_files:
+            excluded.append(_count(self.excluded_files, "file", "files"))
+        if self.excluded_directories:
+            excluded.append(
+                _count(self.excluded_directories, "directory", "directories")
+            )
+        if excluded:
+            said.append(f"{' and '.join(excluded)} matching --exclude")
+        return said
+
+    def counts(self) -> list[str]:
+        """What was skipped, counted: for the error of a directory without a log."""
+        why = []
+        if self.hidden:
+            why.append(_count(self.hidden, "hidden entry", "hidden entries"))
+        if self.special:
+            n = len(self.special)
+            why.append(f"{_count(n, 'entry', 'entries')} not a regular file")
+        if self.not_logs:
+            n = len(self.not_logs)
+            are = "is not a log" if n == 1 else "are not logs"
+            why.append(f"{_count(n, 'file', 'files')} that {are}")
+        return why + self._filtered()
+
+
+def _shown(names: list[str]) -> str:
+    """The first names, and how many more there are."""
+    more = len(names) - _SHOWN
+    return ", ".join(names[:_SHOWN]) + (f" and {more} more" if more > 0 else "")
+
+
+def _and(parts: list[str]) -> str:
+    return parts[0] if len(parts) == 1 else f"{', '.join(parts[:-1])} and {parts[-1]}"
 
 
 def _kind(path: Path) -> str:
@@ -277,8 +493,9 @@ class _Pipe(io.RawIOBase):
             os.close(fd)
 
 
-def load_measurements(path: str) -> pa.Table:
-    """Read one side: a Parquet/Arrow table, a history directory, or benchmark logs.
+def load_measurements(path: str, filters: Filters | None = None) -> pa.Table:
+    """Read one side: a Parquet/Arrow table, a history directory, or benchmark logs
+    (``filters`` select the files of a directory of logs).
 
     Raises NcclParseError (InputError, SchemaError, UnknownLogFormatError) naming the
     input when it cannot be read.
@@ -294,7 +511,7 @@ def load_measurements(path: str) -> pa.Table:
     if candidate.is_dir() and any(candidate.glob("date=*")):
         return read_history(candidate).select(list(schema.MEASUREMENT_COLUMNS))
 
-    items = list(expand((path,)))
+    items = list(expand((path,), filters=filters))
     errors = [e for e in items if isinstance(e, Exception)]
     if errors:
         raise errors[0]

@@ -1,9 +1,11 @@
-"""Baselines: median, MAD, window and age over a history of derived nights."""
+"""Baselines: median, MAD, window and age over a history of derived nights; the
+account of the runs a baseline did not use."""
 
 from __future__ import annotations
 
 import datetime as dt
 import io
+from collections import Counter
 from pathlib import Path
 
 import pandas as pd
@@ -11,7 +13,7 @@ import pytest
 
 import ncclparse
 from ncclparse.health import history as history
-from ncclparse.health.baselines import baselines
+from ncclparse.health.baselines import baselines, select_baseline
 from ncclparse.health.rules import HistoryPolicy
 from tests import _derive as derive
 
@@ -59,3 +61,48 @@ def test_baseline_median_mad_and_window(tmp_path: Path) -> None:
         table, HistoryPolicy(max_age_days=0), exclude_keys=frozenset({key})
     )
     assert excluded["runs"].max() == 5
+
+
+def test_the_selection_accounts_for_every_run(tmp_path: Path) -> None:
+    # Derived nights: 2 of cluster=a within the window, 1 of cluster=a 40 days old,
+    # 1 of cluster=a whose run failed (its footer cut), 1 of cluster=b, and tonight's
+    # own log ingested with cluster=a before the check.
+    def add(result: ncclparse.ParseResult, tags: dict[str, str], days: int) -> None:
+        history.ingest(result, tmp_path, tags=tags, now=NOW - dt.timedelta(days=days))
+
+    add(_night(1), {"cluster": "a"}, 2)
+    add(_night(2), {"cluster": "a"}, 1)
+    add(_night(3), {"cluster": "a"}, 40)
+    failed = derive.cut(derive.healthy(), 2**30)
+    add(ncclparse.parse(io.StringIO(failed), name="cut.log"), {"cluster": "a"}, 1)
+    add(_night(5), {"cluster": "b", "job": "7"}, 1)
+    tonight = _night(6)
+    add(tonight, {"cluster": "a"}, 0)
+    table = history.read_history(tmp_path)
+    mine = frozenset(history.source_keys(tonight).values())
+    chosen = select_baseline(
+        table,
+        HistoryPolicy(max_age_days=30),
+        tags={"cluster": "a"},
+        exclude_keys=mine,
+        today=NOW.date(),
+    )
+    assert chosen.held == (
+        "2026-01-20", "2026-02-27", "2026-02-28", "2026-02-28", "2026-02-28",
+        "2026-03-01",
+    )  # fmt: skip
+    assert chosen.tagged == ("2026-01-20", "2026-02-27", "2026-02-28", "2026-02-28",
+                             "2026-03-01")  # fmt: skip
+    assert chosen.tonight == ("2026-03-01",)
+    assert chosen.unusable == ("2026-02-28",)
+    assert chosen.old == ("2026-01-20",)
+    assert chosen.selected == ("2026-02-27", "2026-02-28")
+    assert chosen.oldest == "2026-01-30"
+    assert chosen.tag_values == {"cluster": Counter({"a": 5, "b": 1})}
+    assert chosen.table["runs"].max() == 2  # the baseline is the selected runs
+    # Without an age limit the old night counts too, and nothing is "old".
+    unlimited = select_baseline(
+        table, HistoryPolicy(max_age_days=0), tags={"cluster": "a"}, exclude_keys=mine
+    )
+    assert (unlimited.old, unlimited.oldest, len(unlimited.selected)) == ((), None, 3)
+    assert unlimited.table["runs"].max() == 3

@@ -1,7 +1,8 @@
 """``ncclparse check`` fails closed: no data, skipped inputs, FIFOs, a series gone
 from tonight's logs, a sweep too short to judge, a printed bandwidth that size and
 time contradict, and a check that cannot complete (its outputs are replaced by
-failing ones, never left saying yesterday's "passed").
+failing ones, never left saying yesterday's "passed"; the exit status says whether
+the fabric, the configuration or the machine failed).
 
 Derived logs start from the real 2-node H100 log (tests/_derive.py); each test says
 what it changes.
@@ -489,7 +490,7 @@ def test_an_output_that_cannot_be_written_fails_the_others(
             "--junit", str(out["xml"]), "--json", str(missing), "-q"]  # fmt: skip
     result = runner.invoke(cli, args)
     message = f"{missing}: cannot write: No such file or directory"
-    assert result.exit_code == 1
+    assert result.exit_code == 4  # infrastructure, not the fabric
     assert result.stderr == f"Error: {message}\n"
     assert "ncclparse_check_passed 0\n" in out["prom"].read_text()
     assert f'<error message="{message}"' in out["xml"].read_text()
@@ -587,9 +588,75 @@ def test_an_unreadable_history_fails_the_outputs(
     _yesterday(out)
     args = ["check", str(derive.HEALTHY), "--history", str(history), *_args(out)]
     result = runner.invoke(cli, [*args, "-q"])
-    assert result.exit_code == 1
+    assert result.exit_code == 4  # infrastructure, not the fabric
     assert result.stderr.startswith(f"Error: {history}: cannot read history: ")
     assert result.stderr.count("\n") == 1
     error = json.loads(out["json"].read_text())["error"]
     assert result.stderr == f"Error: {error}\n"
     _assert_failed_outputs(out, error)
+
+
+@pytest.mark.parametrize(
+    ("option", "message"),
+    [
+        (["--rules", "no-such-rules.toml"],
+         "Invalid value for '--rules': no-such-rules.toml: cannot read rules: No such "
+         "file or directory"),
+        (["--history", "no-such-history"],
+         "no-such-history: history directory not found (on the first night, before "
+         "`ingest` has created it, pass --first-night)"),
+    ],
+)  # fmt: skip
+def test_a_configuration_error_exits_2_and_fails_the_outputs(
+    runner: CliRunner, tmp_path: Path, option: list[str], message: str
+) -> None:
+    out = _outputs(tmp_path)
+    _yesterday(out)
+    result = runner.invoke(cli, ["check", str(derive.HEALTHY), *option, *_args(out)])
+    assert result.exit_code == 2
+    assert result.stderr.endswith(f"\nError: {message}\n")
+    _assert_failed_outputs(out, message)
+
+
+def _corrupt_history(tmp_path: Path) -> list[str]:
+    history = tmp_path / "history"
+    (history / "date=2030-01-01").mkdir(parents=True)
+    (history / "date=2030-01-01" / "x.parquet").write_text("not parquet\n")
+    return [str(derive.HEALTHY), "--history", str(history)]
+
+
+def _wrong(tmp_path: Path) -> list[str]:
+    # Derived: #wrong of the 1 GiB out-of-place row set to 12.
+    log = tmp_path / "wrong.log"
+    log.write_text(derive.set_wrong(derive.healthy(), GIB, 12))
+    return [str(log)]
+
+
+HEALTHY = str(derive.HEALTHY)
+
+
+@pytest.mark.parametrize(
+    ("scenario", "status"),
+    [
+        (lambda tmp: [HEALTHY], 0),  # healthy
+        (_wrong, 1),  # unhealthy: a case failed
+        (lambda tmp: [HEALTHY, "--rules", str(tmp / "none.toml")], 2),  # configuration
+        (lambda tmp: [HEALTHY, "--markdown", str(tmp / "gone" / "c.md")], 4),  # output
+        (_corrupt_history, 4),  # the history cannot be read
+    ],
+    ids=["healthy", "unhealthy", "configuration", "output", "history"],
+)
+def test_the_exit_status_says_who_failed(
+    tmp_path: Path, scenario: Any, status: int
+) -> None:
+    """docs/nightly.md's table: 0 healthy, 1 unhealthy, 2 usage or configuration,
+    4 infrastructure; every status but 0 leaves a failing textfile."""
+    out = _outputs(tmp_path)
+    _yesterday(out)
+    args = [*scenario(tmp_path), *A3_MEGA, "--prometheus", str(out["prom"]), "-q"]
+    done = _ncclparse("check", *args)
+    assert done.returncode == status, done.stderr
+    passed = out["prom"].read_text()
+    assert ("ncclparse_check_passed 1\n" in passed) == (status == 0)
+    assert ("ncclparse_check_passed 0\n" in passed) == (status != 0)
+    assert "Traceback" not in done.stderr

@@ -1,9 +1,10 @@
 """``ncclparse check``, ``ingest`` and ``compare`` end to end on real and derived logs.
 
 Scenarios (issue 6, "Done means"): a healthy history then one degraded size; a
-pairwise matrix with one slow host; a truncated log; a missing log; ``#wrong`` > 0.
-Each asserts the exit status, the size or host named, and that the JUnit, JSON and
-Prometheus files are valid. Derived logs are made by tests/_derive.py from the real
+pairwise matrix with one slow host; a truncated log; a missing log; ``#wrong`` > 0;
+a history that gives no baseline (other tags, too old, tonight's own logs, empty or
+not there yet) and the first night. Each asserts the exit status, the size, host or
+message, and that the JUnit, JSON and Prometheus files are valid. Derived logs are made by tests/_derive.py from the real
 2-node H100 log; each test says which transformation it applies.
 """
 
@@ -226,15 +227,15 @@ def test_pairwise_matrix_names_the_slow_host(runner: CliRunner, tmp_path: Path) 
     assert 'ncclparse_host_slow{host="node03"} 1' in prom
 
 
-def _history(runner: CliRunner, tmp_path: Path, nights: int = 8) -> Path:
+def _history(runner: CliRunner, tmp_path: Path, nights: int = 8, last: int = 1) -> Path:
     """Derived: ``nights`` healthy runs, each the real log with its own +-1.5 %
-    jitter per size, ingested on consecutive past dates with cluster=a."""
+    jitter per size, ingested with cluster=a on consecutive dates, the last one
+    ``last`` days ago."""
     history = tmp_path / "history"
-    today = dt.datetime.now(dt.UTC).date()
     for night in range(nights):
         log = tmp_path / f"night{night}.log"
         log.write_text(derive.scale(derive.healthy(), derive.jitter(night)))
-        date = (today - dt.timedelta(days=nights - night)).isoformat()
+        date = _ago(nights - night - 1 + last)
         done = runner.invoke(
             cli,
             ["ingest", str(log), "--history", str(history), "--tag", "cluster=a",
@@ -242,6 +243,10 @@ def _history(runner: CliRunner, tmp_path: Path, nights: int = 8) -> Path:
         )  # fmt: skip
         assert done.exit_code == 0, done.output
     return history
+
+
+def _ago(days: int) -> str:
+    return (dt.datetime.now(dt.UTC).date() - dt.timedelta(days=days)).isoformat()
 
 
 def test_history_then_one_degraded_size(runner: CliRunner, tmp_path: Path) -> None:
@@ -274,18 +279,155 @@ def test_history_jitter_does_not_page(runner: CliRunner, tmp_path: Path) -> None
     result, document = _check(runner, tmp_path, *args)
     assert result.exit_code == 0, result.stdout
     passed = [c for c in document["cases"] if c["rule"] == "history"]
-    assert [c["status"] for c in passed] == ["pass", "pass"]
+    assert [(c["name"], c["status"]) for c in passed] == [
+        ("baseline", "pass"),
+        *[(c["name"], "pass") for c in passed[1:]],
+    ]
+    assert len(passed) == 3  # the baseline, out-of-place and in-place
+    assert passed[0]["message"] == (
+        f"8 run(s) with cluster=a, on 8 dates from {_ago(8)} to {_ago(1)}, make the "
+        "baseline (up to the 20 most recent per size, within 30 days)"
+    )
 
 
-def test_history_of_other_tags_is_no_baseline(
+def _baseline(document: dict[str, Any]) -> list[tuple[str, str, str]]:
+    """The history cases of the baseline itself: (name, status, message)."""
+    return [
+        (c["name"], c["status"], c["message"])
+        for c in document["cases"]
+        if c["rule"] == "history" and c["name"].startswith("baseline")
+    ]
+
+
+def test_history_of_other_tags_fails(runner: CliRunner, tmp_path: Path) -> None:
+    history = _history(runner, tmp_path, nights=5)
+    # Derived: tonight 1.6x as slow from 1 MiB up: a regression no baseline can see.
+    tonight = tmp_path / "tonight.log"
+    tonight.write_text(
+        derive.scale(derive.healthy(), lambda s: 1.6 if s >= 2**20 else 1.0)
+    )
+    args = [str(tonight), "--history", str(history), "--tag", "cluster=b", *A3_MEGA]
+    result, document = _check(runner, tmp_path, *args)
+    assert result.exit_code == 1
+    held = (
+        f"{history} holds 5 run(s) (on 5 dates from {_ago(5)} to {_ago(1)}) but none "
+        "with cluster=b (it holds cluster=a in 5 run(s))"
+    )
+    message = (
+        f"no baseline: {held}; give the --tag values the history was ingested with, "
+        "or pass --first-night if tonight is the first night of cluster=b"
+    )
+    assert _baseline(document) == [("baseline", "fail", message)]
+    assert f"FAIL history: {message}\n" in result.stdout
+    # No series is judged on history: one case says why, not one skip per series.
+    assert [c["name"] for c in document["cases"] if c["rule"] == "history"] == [
+        "baseline"
+    ]
+
+    # The first night of cluster=b in a shared history: said, skipped, not failed.
+    result, document = _check(runner, tmp_path, *args, "--first-night")
+    first = (
+        f"first night (--first-night): no baseline: {held}; tonight is judged without "
+        "history"
+    )
+    assert _baseline(document) == [("baseline", "skip", first)]
+    assert result.exit_code == 0, result.stdout
+    assert result.stderr.splitlines()[1:] == [f"Note: {first}"]  # after the summary
+
+
+def _rules(tmp_path: Path, text: str) -> Path:
+    path = tmp_path / "rules.toml"
+    path.write_text(text)
+    return path
+
+
+def test_history_older_than_the_window_is_named(
     runner: CliRunner, tmp_path: Path
 ) -> None:
-    history = _history(runner, tmp_path, nights=5)
-    args = [str(derive.HEALTHY), "--history", str(history), "--tag", "cluster=b"]
+    history = _history(runner, tmp_path, nights=8)
+    rules = _rules(tmp_path, "[history]\nmax_age_days = 4\n")
+    args = [str(derive.HEALTHY), "--history", str(history), "--tag", "cluster=a"]
+    result, document = _check(runner, tmp_path, *args, "--rules", str(rules), *A3_MEGA)
+    assert result.exit_code == 0, result.stdout
+    assert _baseline(document) == [
+        ("baseline", "pass",
+         f"4 run(s) with cluster=a, on 4 dates from {_ago(4)} to {_ago(1)}, make the "
+         "baseline (up to the 20 most recent per size, within 4 days)"),
+        ("baseline window", "skip",
+         f"4 run(s) with cluster=a, on 4 dates from {_ago(8)} to {_ago(5)}, are older "
+         f"than the 4-day window (which starts on {_ago(4)}) and not part of the "
+         "baseline; [history] max_age_days sets the window"),
+    ]  # fmt: skip
+
+
+def test_history_all_older_than_the_window_fails(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    history = _history(runner, tmp_path, nights=3, last=40)
+    args = [str(derive.HEALTHY), "--history", str(history), "--tag", "cluster=a"]
     result, document = _check(runner, tmp_path, *args, *A3_MEGA)
-    assert result.exit_code == 0
-    statuses = {c["status"] for c in document["cases"] if c["rule"] == "history"}
-    assert statuses == {"skip"}
+    assert result.exit_code == 1
+    assert _baseline(document) == [
+        ("baseline", "fail",
+         f"no baseline: none of the 3 run(s) with cluster=a in {history} can be a "
+         f"baseline: 3 (on {_ago(42)}, {_ago(41)} and {_ago(40)}) are older than the "
+         f"30-day window (which starts on {_ago(30)}); raise [history] max_age_days, "
+         "or pass --first-night if tonight is the first night of cluster=a"),
+    ]  # fmt: skip
+
+
+def test_history_of_tonight_only_fails(runner: CliRunner, tmp_path: Path) -> None:
+    # ingest before check, on the first night: the only run is tonight's own.
+    history = tmp_path / "history"
+    ingest = ["ingest", str(derive.HEALTHY), "--history", str(history), "-q"]
+    assert runner.invoke(cli, ingest).exit_code == 0
+    args = [str(derive.HEALTHY), "--history", str(history), *A3_MEGA]
+    result, document = _check(runner, tmp_path, *args)
+    assert result.exit_code == 1
+    why = (
+        f"none of the 1 run(s) in {history} can be a baseline: 1 is among tonight's "
+        "inputs (ingested before this check)"
+    )
+    assert _baseline(document) == [
+        ("baseline", "fail",
+         f"no baseline: {why}; pass --first-night if tonight is the first night"),
+    ]  # fmt: skip
+    result, document = _check(runner, tmp_path, *args, "--first-night")
+    assert result.exit_code == 0, result.stdout
+    assert _baseline(document) == [
+        ("baseline", "skip",
+         f"first night (--first-night): no baseline: {why}; tonight is judged "
+         "without history"),
+    ]  # fmt: skip
+
+
+def test_an_empty_history_fails(runner: CliRunner, tmp_path: Path) -> None:
+    history = tmp_path / "history"
+    history.mkdir()  # a history emptied, or never ingested into: not a pass
+    args = [str(derive.HEALTHY), "--history", str(history), *A3_MEGA]
+    result, document = _check(runner, tmp_path, *args)
+    assert result.exit_code == 1
+    assert _baseline(document) == [
+        ("baseline", "fail",
+         f"no baseline: {history} holds no run; pass --first-night if tonight is the "
+         "first night"),
+    ]  # fmt: skip
+
+
+def test_the_first_night_needs_no_history_directory(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    history = tmp_path / "history"
+    args = [str(derive.HEALTHY), "--history", str(history), "--tag", "cluster=a"]
+    result, document = _check(runner, tmp_path, *args, "--first-night", *A3_MEGA)
+    assert result.exit_code == 0, result.stdout
+    message = (
+        f"first night (--first-night): no baseline: {history} (not created yet) holds "
+        "no run; tonight is judged without history"
+    )
+    assert _baseline(document) == [("baseline", "skip", message)]
+    assert result.stderr.splitlines()[1:] == [f"Note: {message}"]
+    assert not history.exists()  # check never writes the history; ingest creates it
 
 
 def test_ingest_twice_changes_nothing(runner: CliRunner, tmp_path: Path) -> None:
@@ -313,9 +455,12 @@ def test_ingest_twice_changes_nothing(runner: CliRunner, tmp_path: Path) -> None
         (["--rules", "nope.toml"], "cannot read rules"),
         (["--tag", "cluster"], "'cluster' is not key=value"),
         (["--profile", "no-such-gpu"], "no-such-gpu"),
-        (["--history", "no-such-dir"], "does not exist"),
+        (["--history", "no-such-dir"],
+         "Error: no-such-dir: history directory not found (on the first night, before "
+         "`ingest` has created it, pass --first-night)\n"),
+        (["--first-night"], "Error: --first-night needs --history\n"),
     ],
-)
+)  # fmt: skip
 def test_usage_and_configuration_errors_exit_2(
     runner: CliRunner, args: list[str], message: str
 ) -> None:

@@ -1,4 +1,5 @@
-"""History: idempotent, concurrent and interrupted ingests; tags."""
+"""History: idempotent, concurrent and interrupted ingests; tags; a history that is
+not there yet, or cannot be read, written or locked (HistoryError, exit 4)."""
 
 from __future__ import annotations
 
@@ -143,8 +144,42 @@ def test_read_filters_by_tags(tmp_path: Path) -> None:
 
 
 def test_missing_history_directory_is_an_input_error(tmp_path: Path) -> None:
-    with pytest.raises(ncclparse.InputError, match="history directory not found"):
+    with pytest.raises(history.HistoryError) as caught:
         history.read_history(tmp_path / "nope")
+    assert str(caught.value) == f"{tmp_path / 'nope'}: history directory not found"
+    assert isinstance(caught.value, ncclparse.InputError)
+
+
+def test_a_missing_or_empty_history_reads_as_an_empty_table(tmp_path: Path) -> None:
+    # check --first-night: a directory ingest has not created yet is empty history.
+    missing = history.read_history(tmp_path / "nope", missing_ok=True)
+    assert missing.num_rows == 0
+    assert not (tmp_path / "nope").exists()  # reading creates nothing
+    (tmp_path / "empty").mkdir()
+    empty = history.read_history(tmp_path / "empty", tags={"cluster": "a"})
+    assert empty.schema == missing.schema  # every column, filterable by tags
+    assert {"tags", "ingest_key", "date"} <= set(empty.column_names)
+    # A file where the directory should be is not a missing history.
+    (tmp_path / "file").write_text("")
+    with pytest.raises(history.HistoryError, match="history directory not found"):
+        history.read_history(tmp_path / "file", missing_ok=True)
+
+
+def test_tags_select_after_the_earliest_ingest_of_each_log(tmp_path: Path) -> None:
+    # Without working locks one log was ingested twice, with other tags the second
+    # time: it counts once, with the tags of its first ingest, however it is read.
+    history.ingest(_night(1), tmp_path, tags={"cluster": "a"}, now=NOW)
+    (tmp_path / ".ncclparse.lock").unlink()
+    later = NOW + dt.timedelta(hours=1)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(history, "_present_keys", lambda directory: set())
+        history.ingest(_night(1), tmp_path, tags={"cluster": "b"}, now=later)
+    everything = history.read_history(tmp_path)
+    assert everything.num_rows == 62
+    assert history.read_history(tmp_path, tags={"cluster": "a"}).num_rows == 62
+    assert history.read_history(tmp_path, tags={"cluster": "b"}).num_rows == 0
+    assert history.select_tags(everything, {"cluster": "b"}).num_rows == 0
+    assert history.has_tags(everything, {}).to_pylist() == [True] * 62
 
 
 # --- histories that cannot be written, locked or read, and killed ingests -----------
@@ -216,7 +251,7 @@ def test_cli_reports_a_lock_failure_in_one_line(
     monkeypatch.setattr("ncclparse.health.history.fcntl.flock", no_locks)
     args = ["ingest", str(derive.HEALTHY), "--history", str(tmp_path), "-q"]
     done = runner.invoke(cli, args)
-    assert done.exit_code == 1
+    assert done.exit_code == 4  # infrastructure: the logs are fine
     assert done.stderr.startswith(f"Error: {tmp_path}: cannot ingest: cannot lock ")
     assert "Traceback" not in done.output
     assert len(done.stderr.splitlines()) == 1
@@ -304,11 +339,17 @@ def test_ingest_refuses_a_history_with_a_corrupt_file(
         f"file ({why}); move it out of the history directory (or restore it from "
         "a backup) and run again"
     )
-    with pytest.raises(ncclparse.InputError) as refused:
+    with pytest.raises(history.HistoryError) as refused:
         history.ingest(_night(2), tmp_path, now=NOW)
     assert str(refused.value) == expected
+    assert isinstance(refused.value, ncclparse.InputError)  # as it always was
     assert list(tmp_path.rglob("*.parquet")) == [first.path]  # nothing added
     # check --history reads it with read_history: the same message.
-    with pytest.raises(ncclparse.InputError) as unread:
+    with pytest.raises(history.HistoryError) as unread:
         history.read_history(tmp_path)
     assert str(unread.value) == expected
+    # ingest on the command line: one line, exit 4 (infrastructure), nothing added.
+    args = ["ingest", str(derive.HEALTHY), "--history", str(tmp_path), "-q"]
+    done = CliRunner().invoke(cli, args)
+    assert (done.exit_code, done.stderr) == (4, f"Error: {expected}\n")
+    assert list(tmp_path.rglob("*.parquet")) == [first.path]

@@ -263,8 +263,8 @@ def test_a_read_error_names_the_input_and_keeps_the_others() -> None:
     broken = _FailingReader(log + log, good=len(log) + 10)
     result = ncclparse.parse_many([(broken, "flaky.log"), (log, "good.log")])
     assert [str(e) for e in result.failures] == [
-        "flaky.log: read failed: Input/output error (the runs that ended before it "
-        "are kept)"
+        "flaky.log: read failed: Input/output error (only runs this input "
+        "completed before the failure, if any, are kept)"
     ]
     assert result.runs.column("source").to_pylist() == ["good.log"]
     assert result.measurements.num_rows == 60

@@ -26,18 +26,26 @@ from ncclparse.cli.options import (
 if TYPE_CHECKING:
     from ncclparse.efficiency import HardwareOptions
 
-EXIT_CHECK_FAILED = 1  # check: a case failed (bad inputs too) or it could not complete
+EXIT_CHECK_FAILED = 1  # check: a case failed (bad inputs too), or an internal error
+# 2: usage or configuration, click's status for a UsageError (check raises those late)
 EXIT_REGRESSION = 3  # compare --fail-on-regression: a size regressed
+# check, ingest: the machine failed the check, not the fabric: an output that cannot
+# be written, a history that cannot be read, written or locked.
+EXIT_INFRASTRUCTURE = 4
 
 
-def _rules_option(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    """Load --rules while parsing options, so a bad file is a usage error (exit 2)."""
+class _OutputError(Exception):
+    """An output of ``check`` could not be written (exit 4)."""
+
+
+def _load_rules(path: Path | None) -> Any:
+    """The rules of --rules; a bad file is a usage error (exit 2)."""
     from ncclparse.health.rules import DEFAULT_RULES, RulesError, load_rules
 
     try:
-        return DEFAULT_RULES if value is None else load_rules(value)
+        return DEFAULT_RULES if path is None else load_rules(path)
     except RulesError as exc:
-        raise click.BadParameter(str(exc), ctx, param) from exc
+        raise click.BadParameter(str(exc), param_hint="'--rules'") from exc
 
 
 def _tags_option(
@@ -66,16 +74,23 @@ _TAG = click.option(
 @click.option(
     "--rules",
     type=OUTPUT_FILE,
-    callback=_rules_option,
     help="TOML rules file (docs/check-json.md). Default: built-in rules.",
 )
 @click.option(
     "--history",
     "history_dir",
-    type=click.Path(exists=True, file_okay=False, path_type=Path),
-    help="History dataset (from `ingest`) to judge against.",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="History dataset (from `ingest`) to judge against; a history that gives no "
+    "baseline fails the check.",
 )
 @_TAG
+@click.option(
+    "--first-night",
+    is_flag=True,
+    help="With --history: no baseline is expected yet, so the directory may be "
+    "missing and a history without runs for the --tag values is a skipped case, not "
+    "a failure. No effect once there is a baseline.",
+)
 @click.option(
     "--expect-history/--no-expect-history",
     default=True,
@@ -100,9 +115,10 @@ _TAG = click.option(
 @hardware_options
 def check(
     inputs: tuple[str, ...],
-    rules: Any,
+    rules: Path | None,
     history_dir: Path | None,
     tags: dict[str, str],
+    first_night: bool,
     expect_history: bool,
     junit: Path | None,
     json_path: Path | None,
@@ -115,31 +131,55 @@ def check(
 ) -> None:
     """Judge INPUTS per size and regime, against rules and history.
 
-    Exit status: 0 every case passed, 1 a case failed (a threshold, a regression, a
-    slow host, or bad data: missing, empty, unrecognised, truncated or failed input,
-    #wrong > 0, out-of-bounds FAILED) or the check could not complete, 2 usage or
-    unreadable configuration. The outputs are written all or nothing; when the check
-    cannot complete they are replaced by failing ones.
+    Exit status: 0 every case passed; 1 a case failed (a threshold, a regression, a
+    slow host, no baseline in the history, or bad data: missing, empty,
+    unrecognised, truncated or failed input, #wrong > 0, out-of-bounds FAILED) or
+    an internal error; 2 usage or configuration (an unreadable rules file, a bad
+    hardware option, a missing history directory without --first-night); 4 the
+    check could not complete for the machine's sake (an output that cannot be
+    written, a history that cannot be read). The outputs are written all or
+    nothing; when the check cannot complete (2, 4, an internal error) they are
+    replaced by failing ones.
     """
+    from ncclparse.health.history import HistoryError
     from ncclparse.health.outputs import to_text, write_all
 
     outputs = _Outputs(junit, json_path, prometheus, markdown, report_path)
     try:
         outcome, files = _judge(
-            inputs, rules, history_dir, tags, expect_history, outputs, quiet, hardware
+            inputs,
+            _load_rules(rules),
+            _History(history_dir, tags, first_night, expect_history),
+            outputs,
+            quiet,
+            hardware,
         )
         text = to_text(outcome, verbose=verbose)
-        write_all(files)
+        try:
+            write_all(files)
+        except Exception as exc:
+            raise _OutputError(str(exc)) from exc
     except click.UsageError as exc:  # configuration found bad late: still exit 2
         _write_failed(outputs, exc.format_message())
         raise
     except KeyboardInterrupt:
         _write_failed(outputs, "interrupted")
         raise
+    except (HistoryError, _OutputError) as exc:
+        _give_up(outputs, exc, EXIT_INFRASTRUCTURE)
     except Exception as exc:
         _give_up(outputs, exc)
     click.echo(text, nl=False)
     sys.exit(0 if outcome.passed else EXIT_CHECK_FAILED)
+
+
+class _History(NamedTuple):
+    """What ``check`` was told of the history."""
+
+    directory: Path | None
+    tags: dict[str, str]
+    first_night: bool
+    expect: bool
 
 
 class _Outputs(NamedTuple):
@@ -153,9 +193,7 @@ class _Outputs(NamedTuple):
 def _judge(
     inputs: tuple[str, ...],
     rules: Any,
-    history_dir: Path | None,
-    tags: dict[str, str],
-    expect_history: bool,
+    given: _History,
     outputs: _Outputs,
     quiet: bool,
     hardware: HardwareOptions,
@@ -167,9 +205,12 @@ def _judge(
     from ncclparse.health.history import read_history, source_keys
     from ncclparse.health.outputs import render_outputs
 
+    name = _history_name(given)
     notes: list[Any] = []
     result, failures = parse_inputs(inputs, quiet, notes=notes)
-    history = read_history(history_dir, tags=tags) if history_dir else None
+    history = None
+    if given.directory is not None:
+        history = read_history(given.directory, missing_ok=given.first_night)
     keys = frozenset(source_keys(result).values())
     try:
         outcome = run_check(
@@ -178,12 +219,18 @@ def _judge(
             input_failures=failures,
             input_notes=notes,
             history=history,
+            tags=given.tags,
+            first_night=given.first_night,
+            history_name=name,
             exclude_keys=keys,
             hardware=hardware,
-            expect_history=expect_history,
+            expect_history=given.expect,
         )
     except ProfileError as exc:  # a bad hardware option is configuration: exit 2
         raise click.UsageError(str(exc)) from exc
+    for case in outcome.cases:
+        if case.rule == "history" and case.name == "baseline" and case.status == "skip":
+            click.echo(f"Note: {case.message}", err=True)  # the first night, said loud
     files = render_outputs(
         outcome,
         junit=outputs.junit,
@@ -206,11 +253,31 @@ def _judge(
     return outcome, files
 
 
-def _give_up(outputs: _Outputs, exc: Exception) -> NoReturn:
-    """Replace the outputs by failing ones naming ``exc``; exit 1 with one line."""
+def _history_name(given: _History) -> str:
+    """How messages name the history. A usage error (exit 2): --first-night without
+    --history, or a history directory that does not exist without --first-night."""
+    if given.directory is None:
+        if given.first_night:
+            raise click.UsageError("--first-night needs --history")
+        return "the history"
+    if given.directory.exists():
+        return str(given.directory)
+    if not given.first_night:
+        raise click.UsageError(
+            f"{given.directory}: history directory not found (on the first night, "
+            "before `ingest` has created it, pass --first-night)"
+        )
+    return f"{given.directory} (not created yet)"
+
+
+def _give_up(
+    outputs: _Outputs, exc: Exception, status: int = EXIT_CHECK_FAILED
+) -> NoReturn:
+    """Replace the outputs by failing ones naming ``exc``; exit with ``status`` and
+    one line."""
     from ncclparse.errors import NcclParseError
 
-    if isinstance(exc, NcclParseError):
+    if isinstance(exc, NcclParseError | _OutputError):
         message = str(exc)
     else:
         message = (
@@ -220,7 +287,7 @@ def _give_up(outputs: _Outputs, exc: Exception) -> NoReturn:
     message = " ".join(message.split())  # one line, whatever the exception says
     _write_failed(outputs, message)
     click.echo(f"Error: {message}", err=True)
-    sys.exit(EXIT_CHECK_FAILED)
+    sys.exit(status)
 
 
 def _write_failed(outputs: _Outputs, message: str) -> None:
@@ -294,14 +361,20 @@ def ingest(
 ) -> None:
     """Append INPUTS to the history dataset; a log already there is skipped.
 
-    Exit status as for `parse`.
+    Exit status: 0 done, 1 an input could not be read (the others are added), 4
+    the history cannot be created, read, written or locked (nothing is added).
     """
+    from ncclparse.health.history import HistoryError
     from ncclparse.health.history import ingest as add_to_history
 
     result, failures = parse_inputs(inputs, quiet)
-    done = add_to_history(
-        result, history_dir, tags=tags, date=date.date() if date else None
-    )
+    try:
+        done = add_to_history(
+            result, history_dir, tags=tags, date=date.date() if date else None
+        )
+    except HistoryError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(EXIT_INFRASTRUCTURE)
     click.echo(
         f"{history_dir}: {len(done.added)} added ({done.rows} rows), "
         f"{len(done.skipped)} already present, {len(done.empty)} without measurements"

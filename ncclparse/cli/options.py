@@ -21,6 +21,7 @@ from ncclparse.errors import InputError
 
 if TYPE_CHECKING:
     from ncclparse.api import ParseResult
+    from ncclparse.inputs import Filters
 
 EXIT_BAD_INPUT = 1  # an input could not be read or recognised (others still written)
 TABLE_FORMAT = click.Choice(["parquet", "arrow", "csv", "jsonl"])
@@ -46,17 +47,19 @@ def parse_inputs(
     quiet: bool,
     on_batch: Any = None,
     notes: list[Any] | None = None,
+    filters: Filters | None = None,
 ) -> tuple[Any, list[Exception]]:
     """Parse INPUTS (stdin when none and not a terminal); echo summaries and errors.
 
     What directory walks skipped is echoed as notes, and kept in ``notes`` if given
-    (``ncclparse.inputs.Note``).
+    (``ncclparse.inputs.Note``). ``filters`` (from :func:`input_filters`) select
+    the files of directory walks.
     """
     from ncclparse.api import parse_many
     from ncclparse.inputs import Note, expand
 
     found: list[Note] = []
-    expanded = list(expand(inputs_or_stdin(inputs), found))
+    expanded = list(expand(inputs_or_stdin(inputs), found, filters=filters))
     for note in found:
         click.echo(f"Note: {note.text}", err=True)
     if notes is not None:
@@ -75,7 +78,10 @@ def parse_inputs(
 
 
 def parse_points(
-    inputs: tuple[str, ...], quiet: bool, limits: tuple[int, int]
+    inputs: tuple[str, ...],
+    quiet: bool,
+    limits: tuple[int, int],
+    filters: Filters | None = None,
 ) -> tuple[Any, list[Exception]]:
     """As :func:`parse_inputs`, for commands that judge points: rows stream into a
     :class:`ncclparse.points.PointTable`, which merges the repeats of a point when
@@ -89,7 +95,7 @@ def parse_points(
     from ncclparse.points import PointTable, with_merge_notes
 
     points = PointTable(limits)
-    result, failures = parse_inputs(inputs, quiet, on_batch=points.add)
+    result, failures = parse_inputs(inputs, quiet, on_batch=points.add, filters=filters)
     measurements = points.table()
     runs = with_merge_notes(result.runs, points.merged_runs())
     return dataclasses.replace(result, measurements=measurements, runs=runs), failures
@@ -120,6 +126,39 @@ def summary_lines(result: ParseResult) -> list[str]:
 def exit_on(failures: list[Exception]) -> None:
     if failures:
         sys.exit(EXIT_BAD_INPUT)
+
+
+def input_filters(command: Callable[..., Any]) -> Callable[..., Any]:
+    """Add ``--include`` and ``--exclude`` (repeatable) to ``command``, which
+    receives them as one ``filters`` value (:class:`ncclparse.inputs.Filters`) for
+    :func:`parse_inputs`."""
+
+    @functools.wraps(command)
+    def with_filters(*args: Any, **kwargs: Any) -> Any:
+        from ncclparse.inputs import Filters
+
+        filters = Filters(kwargs.pop("include"), kwargs.pop("exclude"))
+        return command(*args, filters=filters, **kwargs)
+
+    decorated = click.option(
+        "--exclude",
+        multiple=True,
+        metavar="GLOB",
+        help="In directories, skip files and directories matching GLOB (path "
+        "relative to the directory, or name; repeatable).",
+    )(with_filters)
+    return click.option(
+        "--include",
+        multiple=True,
+        metavar="GLOB",
+        help="In directories, read only files matching GLOB (path relative to the "
+        "directory, or name, e.g. '*.log'; repeatable); files named on the command "
+        "line are always read.",
+    )(decorated)
+
+
+# The option bundle for commands that walk INPUTS directories.
+FILTERS = input_filters
 
 
 def hardware_options(command: Callable[..., Any]) -> Callable[..., Any]:

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Literal
 import click
 
 from ncclparse.cli.options import (
+    FILTERS,
     INPUTS,
     OUTPUT_FILE,
     QUIET,
@@ -20,6 +21,7 @@ from ncclparse.cli.options import (
 
 if TYPE_CHECKING:
     from ncclparse.efficiency import HardwareOptions
+    from ncclparse.inputs import Filters
 
 
 @click.command()
@@ -44,6 +46,7 @@ if TYPE_CHECKING:
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="Use templates from this directory first (report.html, summary.md, ...).",
 )
+@FILTERS
 @QUIET
 @hardware_options
 def report(
@@ -53,6 +56,7 @@ def report(
     template_dir: Path | None,
     quiet: bool,
     hardware: HardwareOptions,
+    filters: Filters,
 ) -> None:
     """Write a self-contained report of INPUTS: verdicts, charts, tables, warnings.
 
@@ -62,7 +66,7 @@ def report(
     from ncclparse.points import REPORT_LIMITS
     from ncclparse.report import build_context, render_report
 
-    result, failures = parse_points(inputs, quiet, REPORT_LIMITS)
+    result, failures = parse_points(inputs, quiet, REPORT_LIMITS, filters)
     context = build_context(
         result,
         hardware=hardware,

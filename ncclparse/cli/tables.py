@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING
 import click
 
 from ncclparse.cli.options import (
+    FILTERS,
     INPUTS,
     OUTPUT_FILE,
     QUIET,
@@ -22,6 +23,7 @@ from ncclparse.cli.options import (
 
 if TYPE_CHECKING:
     from ncclparse.efficiency import HardwareOptions
+    from ncclparse.inputs import Filters
 
 
 @click.command()
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
 @click.option(
     "--format", "fmt", type=TABLE_FORMAT, help="Output format (default: by extension)."
 )
+@FILTERS
 @QUIET
 def parse(
     inputs: tuple[str, ...],
@@ -49,6 +52,7 @@ def parse(
     runs_output: Path | None,
     fmt: str | None,
     quiet: bool,
+    filters: Filters,
 ) -> None:
     """Parse benchmark logs into the measurements (and runs) tables.
 
@@ -66,7 +70,7 @@ def parse(
     else:
         sink = table_writer(output, MEASUREMENTS_SCHEMA, fmt)
     with sink as write:
-        result, failures = parse_inputs(inputs, quiet, on_batch=write)
+        result, failures = parse_inputs(inputs, quiet, on_batch=write, filters=filters)
     if runs_output is not None:
         write_table(result.runs, runs_output, fmt)
     exit_on(failures)
@@ -89,6 +93,7 @@ def parse(
 @click.option(
     "--format", "fmt", type=TABLE_FORMAT, help="Output format (default: by extension)."
 )
+@FILTERS
 @QUIET
 @hardware_options
 def analyze(
@@ -98,6 +103,7 @@ def analyze(
     fmt: str | None,
     quiet: bool,
     hardware: HardwareOptions,
+    filters: Filters,
 ) -> None:
     """Recompute bandwidths, ideal, efficiency, fits and gap attribution for INPUTS.
 
@@ -108,7 +114,7 @@ def analyze(
     from ncclparse.points import ANALYZE_LIMITS
     from ncclparse.storage import write_table, write_to
 
-    result, failures = parse_points(inputs, quiet, ANALYZE_LIMITS)
+    result, failures = parse_points(inputs, quiet, ANALYZE_LIMITS, filters)
     analysis = run_analysis(result.measurements, hardware, result.runs)
     for assumption in analysis.assumptions:
         click.echo(f"Assumed: {assumption}", err=True)

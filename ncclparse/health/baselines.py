@@ -3,12 +3,19 @@
 A run of tonight is judged against the runs of the same shape (``schema.SHAPE_KEYS``)
 and size in the history (:mod:`ncclparse.health.history`), as a median and a median
 absolute deviation (MAD) over a window of recent runs (:class:`HistoryPolicy`).
+:func:`select_baseline` also accounts for the runs it did not use (other tags,
+tonight's own, unusable, older than the window), so that a check can say why it has
+no baseline instead of passing without one.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -16,9 +23,10 @@ import pyarrow.compute as pc
 from ncclparse import schema
 from ncclparse.columns import fill_null, key_text
 from ncclparse.efficiency import bandwidth_columns
+from ncclparse.health.history import has_tags, select_tags
 from ncclparse.health.rules import HistoryPolicy
 
-__all__ = ["BASELINE_KEYS", "baselines"]
+__all__ = ["BASELINE_KEYS", "Selection", "baselines", "select_baseline", "window_start"]
 
 # What makes two rows the same series for a baseline (schema.md names); tags are
 # matched separately. Hosts are deliberately not part of it: a pairwise test meets a
@@ -56,27 +64,13 @@ def baselines(
             "ingested_at": history["ingested_at"].to_pandas(),
             "key": history["ingest_key"].to_pandas(),
             "run": history["run"].to_pandas(),
-            "status": history["status"].to_pandas(),
-            "bad": (
-                fill_null(
-                    pc.and_(
-                        pc.equal(history["wrong_kind"], pa.scalar("count")),
-                        pc.greater(history["wrong"], pa.scalar(0)),
-                    ),
-                    False,
-                ).to_pandas()
-                | history["cputime"].to_pandas()
-                | history["grouped"].to_pandas()
-            ),
+            "usable": _usable(history),
         }
     )
-    keep = (frame["status"] == "complete") & ~frame["bad"]
-    keep &= ~frame["key"].isin(exclude_keys) & (frame["size_bytes"] > 0)
-    if policy.max_age_days > 0:
-        oldest = (today or dt.datetime.now(dt.UTC).date()) - dt.timedelta(
-            days=policy.max_age_days
-        )
-        keep &= frame["date"] >= oldest.isoformat()
+    keep = frame["usable"] & ~frame["key"].isin(exclude_keys)
+    oldest = window_start(policy, today)
+    if oldest is not None:
+        keep &= frame["date"] >= oldest
     frame = frame[keep]
     runs = frame.groupby(
         [*BASELINE_KEYS, "key", "run"], dropna=False, sort=False, as_index=False
@@ -106,3 +100,126 @@ def baselines(
 def _mad(values: pd.Series) -> float:
     """Median absolute deviation from the median (NaN ignored)."""
     return float((values - values.median()).abs().median())
+
+
+def window_start(policy: HistoryPolicy, today: dt.date | None = None) -> str | None:
+    """The oldest ``date`` a baseline run may have (ISO), or None without age limit."""
+    if policy.max_age_days <= 0:
+        return None
+    today = today or dt.datetime.now(dt.UTC).date()
+    return (today - dt.timedelta(days=policy.max_age_days)).isoformat()
+
+
+@dataclass(frozen=True, slots=True)
+class Selection:
+    """Which runs of a history make the baseline, and what became of the others.
+
+    A run is one run of one ingested log, counted once however many rows it has;
+    each list below holds one ``date`` per run, sorted. ``held`` is every run of the
+    history; of those with every tag in ``tags`` (``tagged``), ``tonight`` are the
+    candidate's own logs, ``unusable`` have no row a baseline may use (failed or
+    truncated, or ``#wrong`` > 0 at every size), ``old`` are older than the window
+    (which starts on ``oldest``; None: no age limit) and ``selected`` make
+    ``table`` (:func:`baselines`). ``tag_values`` counts, for each key of ``tags``,
+    the runs of the whole history by their value of it (None: no such tag).
+    """
+
+    table: pd.DataFrame
+    tags: dict[str, str]
+    held: tuple[str, ...]
+    tagged: tuple[str, ...]
+    tonight: tuple[str, ...]
+    unusable: tuple[str, ...]
+    old: tuple[str, ...]
+    selected: tuple[str, ...]
+    oldest: str | None
+    tag_values: dict[str, Counter[str | None]] = field(default_factory=dict)
+
+
+def select_baseline(
+    history: pa.Table,
+    policy: HistoryPolicy,
+    *,
+    tags: Mapping[str, str] | None = None,
+    exclude_keys: frozenset[str] = frozenset(),
+    today: dt.date | None = None,
+) -> Selection:
+    """The baseline of ``history`` (a whole history, any tags) for the runs with every
+    ``tags`` item, as :func:`baselines` builds it, with the account of every run
+    (:class:`Selection`)."""
+    tags = dict(tags or {})
+    oldest = window_start(policy, today)
+    table = baselines(
+        select_tags(history, tags), policy, exclude_keys=exclude_keys, today=today
+    )
+    if history.num_rows == 0:
+        return Selection(table, tags, (), (), (), (), (), (), oldest)
+    rows = pd.DataFrame(
+        {
+            "key": history["ingest_key"].to_pandas(),
+            "run": history["run"].to_pandas(),
+            "id": history["ingest_id"].to_pandas(),
+            "date": history["date"].to_pandas(),
+            "tagged": has_tags(history, tags).to_pandas(),
+            "usable": _usable(history),
+        }
+    )
+    runs = rows.groupby(["key", "run"], sort=False, dropna=False).agg(
+        id=("id", "first"),
+        date=("date", "max"),
+        tagged=("tagged", "any"),
+        usable=("usable", "any"),
+    )
+    runs = runs.sort_values("date", kind="stable")
+    tagged = runs[runs["tagged"]]
+    mine = tagged.index.get_level_values("key").isin(list(exclude_keys))
+    usable = tagged["usable"].to_numpy(dtype=bool)
+    recent = np.ones(len(tagged), dtype=bool)
+    if oldest is not None:
+        recent = (tagged["date"] >= oldest).to_numpy(dtype=bool)
+
+    def dates(frame: pd.DataFrame) -> tuple[str, ...]:
+        return tuple(str(d) for d in frame["date"])
+
+    return Selection(
+        table,
+        tags,
+        held=dates(runs),
+        tagged=dates(tagged),
+        tonight=dates(tagged[mine]),
+        unusable=dates(tagged[~mine & ~usable]),
+        old=dates(tagged[~mine & usable & ~recent]),
+        selected=dates(tagged[~mine & usable & recent]),
+        oldest=oldest,
+        tag_values=_tag_values(history, rows, runs, tags) if tags else {},
+    )
+
+
+def _tag_values(
+    history: pa.Table, rows: pd.DataFrame, runs: pd.DataFrame, tags: Mapping[str, str]
+) -> dict[str, Counter[str | None]]:
+    """For each key of ``tags``, the runs of the history by their value of it. Tags
+    are an ingest's: read once per ingest, not per row."""
+    first = rows.drop_duplicates("id")
+    pairs = history["tags"].take(pa.array(first.index.to_numpy())).to_pylist()
+    tags_of = {i: dict(p or []) for i, p in zip(first["id"], pairs, strict=True)}
+    counts: dict[str, Counter[str | None]] = {key: Counter() for key in tags}
+    for ingest, n in runs.groupby("id", sort=False).size().items():
+        for key, counter in counts.items():
+            counter[tags_of[str(ingest)].get(key)] += int(n)
+    return counts
+
+
+def _usable(history: pa.Table) -> pd.Series:
+    """Per row: may a baseline use it? A complete run's row of a size above 0,
+    without a ``#wrong`` count above 0, not a CPU time nor a grouped row."""
+    wrong = fill_null(
+        pc.and_(
+            pc.equal(history["wrong_kind"], pa.scalar("count")),
+            pc.greater(history["wrong"], pa.scalar(0)),
+        ),
+        False,
+    ).to_pandas()
+    bad = wrong | history["cputime"].to_pandas() | history["grouped"].to_pandas()
+    complete = history["status"].to_pandas() == "complete"
+    return complete & ~bad & (history["size_bytes"].to_pandas() > 0)

@@ -6,7 +6,8 @@ input) and is ``pass``, ``fail`` or ``skip``. Data integrity fails closed: a mis
 empty or unrecognised input, no run at all, a failed or truncated run, ``#wrong`` > 0,
 out-of-bounds FAILED, a printed bandwidth that size and time contradict, a run without
 measurements, an expected collective or size absent, a series of the history baseline
-absent, a sweep too short to judge bandwidth. Each failing case's message names the
+absent, a history that gives no baseline at all (unless it is the first night), a
+sweep too short to judge bandwidth. Each failing case's message names the
 source and run, the hosts, the collective, the sizes and the numbers against their
 limits. A check that could not complete is :func:`error_result`: failed, with the
 reason.
@@ -15,7 +16,7 @@ reason.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
@@ -28,7 +29,7 @@ from ncclparse.columns import key_text
 from ncclparse.efficiency import Analysis, HardwareOptions, analyze
 from ncclparse.efficiency.fits import STILL_RISING
 from ncclparse.formatting import format_bytes, series_label
-from ncclparse.health.baselines import BASELINE_KEYS, baselines
+from ncclparse.health.baselines import BASELINE_KEYS, select_baseline
 from ncclparse.health.blame import HostScore, blame, run_scores
 from ncclparse.health.cases import (
     ERROR_RULE,
@@ -41,6 +42,7 @@ from ncclparse.health.cases import (
     sizes,
 )
 from ncclparse.health.integrity import (
+    baseline_cases,
     expect_cases,
     history_expect_cases,
     input_case,
@@ -94,6 +96,9 @@ def check(
     input_failures: Sequence[Exception] = (),
     input_notes: Sequence[Note] = (),
     history: Any = None,
+    tags: Mapping[str, str] | None = None,
+    first_night: bool = False,
+    history_name: str = "the history",
     exclude_keys: frozenset[str] = frozenset(),
     today: dt.date | None = None,
     hardware: HardwareOptions | None = None,
@@ -107,9 +112,14 @@ def check(
     stops before bandwidth can be judged (unless ``rules.verdict.unjudged`` is
     ``"skip"``). ``input_notes`` (what a directory walk skipped) are skipped
     ``input`` cases; no run in any input is a failed ``runs`` case.
-    ``history`` is a table from :func:`ncclparse.health.history.read_history` (already
-    filtered by tags) or None; ``exclude_keys`` are ingest keys of the candidate. With
-    history and ``expect_history``, each shape of the baseline must be present.
+    ``history`` is a table from :func:`ncclparse.health.history.read_history`, or
+    None; its runs with every ``tags`` item, other than the candidate's own
+    (``exclude_keys``, ingest keys) and within the window, make the baseline
+    (:func:`ncclparse.health.baselines.select_baseline`). With history, the
+    ``history`` case ``baseline`` says which runs those are, and fails when there
+    are none (skipped with ``first_night``: no baseline is expected yet), naming
+    what the history, called ``history_name``, holds. With a baseline and
+    ``expect_history``, each shape of it must be present.
     Raises ProfileError for bad hardware options.
     """
     analysis = analyze(result.measurements, hardware, result.runs)
@@ -122,10 +132,14 @@ def check(
         cases.append(no_run_case(list(dict.fromkeys([*failed, *result.accounting]))))
     cases += [integrity_case(run, rows) for run in runs.values()]
     cases += expect_cases(rows, rules, [r["source"] for r in runs.values()])
-    base = None
+    chosen = base = None
     if history is not None:
-        base = baselines(history, rules.history, exclude_keys=exclude_keys, today=today)
-        if expect_history:
+        chosen = select_baseline(
+            history, rules.history, tags=tags, exclude_keys=exclude_keys, today=today
+        )
+        if chosen.selected:
+            base = chosen.table
+        if base is not None and expect_history:
             cases += history_expect_cases(rows, base, rules.history)
     cases += verdict_cases(runs, analysis, rules.verdict)
     series = list(rows.groupby(list(SERIES_KEYS), dropna=False, sort=False))
@@ -133,6 +147,10 @@ def check(
         for key, group in series:
             if rule.collective in (None, key[3]):
                 cases.append(_rule_case(rule, context(key, runs), group))
+    if chosen is not None:
+        cases += baseline_cases(
+            chosen, rules.history, first_night=first_night, name=history_name
+        )
     if base is not None:
         for key, group in series:
             cases.append(_history_case(rules, context(key, runs), group, base))

@@ -24,10 +24,11 @@ Guarantees, and how they are kept:
   how many (:attr:`IngestReport.removed`).
 * A corrupt file is never built on: ingest reads every file of the dataset before
   adding to it, as :func:`read_history` (``check --history``) does, and refuses with
-  an InputError naming the file.
-* A history it cannot write or lock (read-only, no permission, a file system without
-  ``flock``) is an NcclParseError naming the directory and what to do, not a
-  traceback.
+  a HistoryError naming the file.
+* A history it cannot read, write or lock (a corrupt file, read-only, no permission,
+  a file system without ``flock``) is a :class:`HistoryError` naming the directory and
+  what to do, not a traceback: a fault of the machine or its setup, not of the logs
+  (``check`` and ``ingest`` exit 4).
 """
 
 from __future__ import annotations
@@ -42,8 +43,9 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -53,15 +55,18 @@ import pyarrow.parquet as pq
 from ncclparse import schema
 from ncclparse.api import ParseResult
 from ncclparse.columns import fill_null
-from ncclparse.errors import InputError, NcclParseError
+from ncclparse.errors import InputError
 from ncclparse.storage import atomic_output, remove_stale_temporaries
 
 __all__ = [
     "HISTORY_FIELDS",
     "STALE_AFTER",
+    "HistoryError",
     "IngestReport",
+    "has_tags",
     "ingest",
     "read_history",
+    "select_tags",
     "source_keys",
 ]
 
@@ -86,6 +91,11 @@ _SOURCE_PREFIX = re.compile(r"^Could not open Parquet input source '[^']*': ")
 # An ingest writes one file in seconds; a temporary file untouched this long (seconds)
 # whose ingest no longer holds the lock was left by a killed one.
 STALE_AFTER = 3600.0
+
+
+class HistoryError(InputError):
+    """The history directory cannot be found, read, written or locked: a fault of the
+    machine or its setup, not of the logs (``check`` and ``ingest`` exit 4)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -134,8 +144,8 @@ def ingest(
     """Append the sources of ``result`` not yet in the dataset at ``directory``.
 
     ``date`` names the partition (default: today in UTC); ``now`` the ingest time.
-    Creates ``directory`` if needed. Raises NcclParseError when it cannot be written
-    or locked, InputError when a file of it cannot be read (nothing is added then).
+    Creates ``directory`` if needed. Raises HistoryError when it cannot be written or
+    locked, or when a file of it cannot be read (nothing is added then).
     """
     now = now or dt.datetime.now(dt.UTC)
     date = date or now.date()
@@ -143,7 +153,7 @@ def ingest(
     try:
         directory.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
-        raise NcclParseError(f"{directory}: cannot create: {exc.strerror}") from exc
+        raise HistoryError(f"{directory}: cannot create: {exc.strerror}") from exc
     with_rows = set(pc.unique(result.measurements["source"]).to_pylist())
     empty = tuple(s for s in keys if s not in with_rows)
     with _locked(directory):
@@ -177,26 +187,48 @@ def ingest(
     )
 
 
-def read_history(directory: Path, *, tags: Mapping[str, str] | None = None) -> pa.Table:
+def read_history(
+    directory: Path,
+    *,
+    tags: Mapping[str, str] | None = None,
+    missing_ok: bool = False,
+) -> pa.Table:
     """Read the dataset at ``directory`` as one table (HISTORY_SCHEMA + ``date``).
 
-    Keeps only rows whose tags include every ``tags`` item, and of each
-    ``ingest_key`` only the rows of its earliest ingest. Raises InputError when the
-    directory does not exist or holds a file that is not readable Parquet (naming it).
+    Keeps of each ``ingest_key`` only the rows of its earliest ingest, then only rows
+    whose tags include every ``tags`` item (:func:`select_tags`). An empty history
+    is an empty table with every column. Raises HistoryError when the directory does
+    not exist (unless ``missing_ok``: then it reads as empty) or holds a file that is
+    not readable Parquet (naming it).
     """
     if not directory.is_dir():
-        raise InputError(f"{directory}: history directory not found")
+        if missing_ok and not directory.exists():
+            return _READ_SCHEMA.empty_table()
+        raise HistoryError(f"{directory}: history directory not found")
     try:
         dataset = ds.dataset(directory, format="parquet", partitioning=_PARTITIONING)
         table = dataset.to_table()
     except (OSError, pa.ArrowException) as exc:
         raise _unreadable(directory, exc) from exc
     if table.num_rows == 0:
-        return table
+        return _READ_SCHEMA.empty_table()
+    return select_tags(_dedupe(table), tags)
+
+
+def has_tags(table: pa.Table, tags: Mapping[str, str] | None) -> pa.ChunkedArray[Any]:
+    """Per row of a history table: True when its tags include every ``tags`` item."""
+    matched = pa.chunked_array([np.ones(table.num_rows, dtype=bool)], pa.bool_())
     for key, value in (tags or {}).items():
         found = pc.list_element(pc.map_lookup(table["tags"], key, "all"), 0)
-        table = table.filter(fill_null(pc.equal(found, pa.scalar(value)), False))
-    return _dedupe(table)
+        matched = pc.and_(matched, fill_null(pc.equal(found, pa.scalar(value)), False))
+    return matched
+
+
+def select_tags(table: pa.Table, tags: Mapping[str, str] | None) -> pa.Table:
+    """The rows of a history table whose tags include every ``tags`` item."""
+    if not tags or table.num_rows == 0:
+        return table
+    return table.filter(has_tags(table, tags))
 
 
 def _rows(
@@ -259,7 +291,7 @@ def _present_keys(directory: Path) -> set[str]:
     return keys
 
 
-def _unreadable(directory: Path, exc: Exception) -> InputError:
+def _unreadable(directory: Path, exc: Exception) -> HistoryError:
     """The error for a dataset that cannot be read, naming the first file that
     cannot be (read one by one: the dataset's own error seldom names it)."""
     files = sorted(
@@ -272,12 +304,12 @@ def _unreadable(directory: Path, exc: Exception) -> InputError:
         try:
             pq.read_table(path)
         except (OSError, pa.ArrowException) as error:
-            return InputError(
+            return HistoryError(
                 f"{directory}: cannot read history: {path} is not a readable Parquet "
                 f"file ({_first_line(error)}); move it out of the history directory "
                 "(or restore it from a backup) and run again"
             )
-    return InputError(f"{directory}: cannot read history: {_first_line(exc)}")
+    return HistoryError(f"{directory}: cannot read history: {_first_line(exc)}")
 
 
 def _first_line(exc: Exception) -> str:
@@ -327,13 +359,13 @@ def _rows_digest(result: ParseResult, name: str) -> str:
 def _locked(directory: Path) -> Iterator[None]:
     """Hold an exclusive lock on the dataset for the look-up-then-write step.
 
-    Raises NcclParseError when the lock file cannot be opened for writing (a
-    read-only directory or file system) or locked (no ``flock`` there).
+    Raises HistoryError when the lock file cannot be opened for writing (a read-only
+    directory or file system) or locked (no ``flock`` there).
     """
     try:
         handle = (directory / _LOCK).open("a")
     except OSError as exc:
-        raise NcclParseError(
+        raise HistoryError(
             f"{directory}: cannot ingest: the history directory is not writable "
             f"({_strerror(exc)}); make it writable for this user, or give a "
             "directory on a writable file system"
@@ -342,7 +374,7 @@ def _locked(directory: Path) -> Iterator[None]:
         try:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
         except OSError as exc:
-            raise NcclParseError(
+            raise HistoryError(
                 f"{directory}: cannot ingest: cannot lock {_LOCK} ({_strerror(exc)}); "
                 "its file system does not provide file locks (e.g. NFS without a "
                 "lock service, Lustre mounted without -o flock): keep the history on "

@@ -4,12 +4,13 @@ A missing, empty or unrecognised input, no run in any input, a failed or truncat
 run, tool errors, out-of-bounds FAILED, ``#wrong`` > 0 (nccl-tests' count, not the old
 max-deviation column), a printed bandwidth that size and time contradict, a run
 without rows, an expected collective or size absent, a series of the history baseline
-absent: each is a failed case naming the source, run, hosts and collective.
+absent, a history that gives no baseline at all: each is a failed case naming the
+source, run, hosts and collective, or what was looked for and what was found.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -18,11 +19,13 @@ import pandas as pd
 # The tolerance of the printed digits, as the busbw_mismatch flag computes it.
 from ncclparse.efficiency.bandwidth import _print_tolerance, _time_tolerance
 from ncclparse.formatting import format_bytes, format_gbps, series_label
+from ncclparse.health.baselines import Selection
 from ncclparse.health.cases import SHOWN, Case, Finding, Status, context, hosts
 from ncclparse.health.rules import HistoryPolicy, Rules
 from ncclparse.schema import SERIES_KEYS, SHAPE_KEYS
 
 __all__ = [
+    "baseline_cases",
     "expect_cases",
     "history_expect_cases",
     "input_case",
@@ -193,6 +196,143 @@ def history_expect_cases(
             )
         )
     return cases
+
+
+def baseline_cases(
+    chosen: Selection,
+    policy: HistoryPolicy,
+    *,
+    first_night: bool = False,
+    name: str = "the history",
+) -> list[Case]:
+    """The ``history`` cases of the baseline itself (``chosen`` is
+    :func:`ncclparse.health.baselines.select_baseline`'s; ``name`` names the history).
+
+    ``baseline`` passes naming the runs it is made of, and fails when no run can be
+    one (the history holds none, none with the tags, or none usable: tonight's own
+    logs, failed runs, runs older than the window), saying what was looked for and
+    what the history holds; with ``first_night`` that case is skipped instead.
+    ``baseline window``, skipped, names the runs older than the window when others
+    make the baseline (when none do, the ``baseline`` case names them).
+    """
+    tags = ", ".join(f"{k}={v}" for k, v in chosen.tags.items())
+    with_tags = f" with {tags}" if tags else ""
+    cases = []
+    if chosen.selected:
+        limit = (
+            f"within {policy.max_age_days} days" if chosen.oldest else "no age limit"
+        )
+        message = (
+            f"{_runs(chosen.selected)}{with_tags}, {_dated(chosen.selected)}, make "
+            f"the baseline (up to the {policy.window} most recent per size, {limit})"
+        )
+        cases.append(
+            Case("history", "baseline", "pass", message, checked=len(chosen.selected))
+        )
+    else:
+        why = _no_baseline(chosen, policy, name, with_tags)
+        if first_night:
+            message = (
+                f"first night (--first-night): no baseline: {why}; tonight is judged "
+                "without history"
+            )
+            cases.append(Case("history", "baseline", "skip", message))
+        else:
+            advice = "pass --first-night if tonight is the first night" + (
+                f" of {tags}" if tags else ""
+            )
+            if tags and chosen.held and not chosen.tagged:
+                advice = (
+                    f"give the --tag values the history was ingested with, or {advice}"
+                )
+            elif chosen.old:
+                advice = f"raise [history] max_age_days, or {advice}"
+            message = f"no baseline: {why}; {advice}"
+            cases.append(Case("history", "baseline", "fail", message))
+    if chosen.old and chosen.selected:
+        message = (
+            f"{_runs(chosen.old)}{with_tags}, {_dated(chosen.old)}, "
+            f"{_older(policy, chosen)} and not part of the baseline; [history] "
+            "max_age_days sets the window"
+        )
+        cases.append(
+            Case("history", "baseline window", "skip", message, checked=len(chosen.old))
+        )
+    return cases
+
+
+def _no_baseline(
+    chosen: Selection, policy: HistoryPolicy, name: str, with_tags: str
+) -> str:
+    """Why ``chosen`` selected no run: what the history holds, against what."""
+    if not chosen.held:
+        return f"{name} holds no run"
+    if not chosen.tagged:
+        held = ", ".join(
+            _tag_counts(key, counts) for key, counts in chosen.tag_values.items()
+        )
+        return (
+            f"{name} holds {_runs(chosen.held)} ({_dated(chosen.held)}) but none"
+            f"{with_tags} (it holds {held})"
+        )
+    parts = []
+    if chosen.tonight:
+        n = len(chosen.tonight)
+        parts.append(
+            f"{n} {_be(n)} among tonight's inputs (ingested before this check)"
+        )
+    if chosen.unusable:
+        n = len(chosen.unusable)
+        parts.append(
+            f"{n} {'has' if n == 1 else 'have'} no usable measurement (failed or "
+            "truncated, or #wrong > 0 at every size)"
+        )
+    if chosen.old:
+        parts.append(
+            f"{len(chosen.old)} ({_dated(chosen.old)}) {_older(policy, chosen)}"
+        )
+    return (
+        f"none of the {_runs(chosen.tagged)}{with_tags} in {name} can be a "
+        f"baseline: {', '.join(parts)}"
+    )
+
+
+def _tag_counts(key: str, counts: Mapping[str | None, int]) -> str:
+    """``cluster=a in 5 run(s), no cluster tag in 2 run(s)``, most runs first."""
+    ordered = sorted(counts.items(), key=lambda item: (-item[1], item[0] or ""))
+    return ", ".join(
+        f"{key}={value} in {_runs(n)}"
+        if value is not None
+        else f"no {key} tag in {_runs(n)}"
+        for value, n in ordered
+    )
+
+
+def _runs(count: int | Sequence[str]) -> str:
+    n = count if isinstance(count, int) else len(count)
+    return f"{n} run(s)"
+
+
+def _dated(dates: Sequence[str]) -> str:
+    """``on 2026-03-01``, ``on 2026-03-01, 2026-03-02 and 2026-03-03`` or ``on 9
+    dates from 2026-03-01 to 2026-03-09``."""
+    unique = sorted(set(dates))
+    if len(unique) == 1:
+        return f"on {unique[0]}"
+    if len(unique) <= 3:
+        return f"on {', '.join(unique[:-1])} and {unique[-1]}"
+    return f"on {len(unique)} dates from {unique[0]} to {unique[-1]}"
+
+
+def _older(policy: HistoryPolicy, chosen: Selection) -> str:
+    return (
+        f"{_be(len(chosen.old))} older than the {policy.max_age_days}-day window "
+        f"(which starts on {chosen.oldest})"
+    )
+
+
+def _be(n: int) -> str:
+    return "is" if n == 1 else "are"
 
 
 def _misprinted(mine: pd.DataFrame) -> list[str]:

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import gzip
+import importlib
 import io
+import lzma
 import re
+import zlib
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, NamedTuple, cast
+from typing import IO, Any, NamedTuple, Protocol, cast
 
 from ncclparse.errors import InputError
 
@@ -214,7 +218,9 @@ def open_source(source: Source, name: str | None = None) -> tuple[str, IO[str], 
 
     A ``str`` containing a newline (or empty) is log text; any other ``str`` is a
     path. Bytes are decoded as UTF-8 with invalid sequences replaced (logs are not
-    always clean). Raises InputError for a path that cannot be opened.
+    always clean). A path or binary stream whose first bytes are the magic number of
+    gzip, xz or zstd is decompressed as it is read (:func:`decompressed`). Raises
+    InputError for a path that cannot be opened.
     """
     if isinstance(source, Path) or (
         isinstance(source, str) and source and "\n" not in source
@@ -224,12 +230,16 @@ def open_source(source: Source, name: str | None = None) -> tuple[str, IO[str], 
         if path.is_dir():
             raise InputError(f"{display}: is a directory, not a log file")
         try:
-            handle = path.open("r", encoding="utf-8", errors="replace", newline="")
+            binary = path.open("rb")
         except OSError as exc:
             raise InputError(f"{display}: cannot read: {exc.strerror}") from exc
         except ValueError as exc:  # e.g. a NUL byte: no file can have that name
             raise InputError(f"{display!r}: not a valid path ({exc})") from exc
-        return display, handle, True
+        try:
+            return display, _text(decompressed(binary, display, owned=True)), True
+        except BaseException:
+            binary.close()
+            raise
     if isinstance(source, str):
         return name or "<string>", io.StringIO(source, newline=""), True
     display = name or getattr(source, "name", None) or "<stream>"
@@ -238,10 +248,192 @@ def open_source(source: Source, name: str | None = None) -> tuple[str, IO[str], 
     if _is_text(source):
         return str(display), cast("IO[str]", source), False
     # Not text: a binary stream (the Source union cannot say which member it is).
-    wrapper = io.TextIOWrapper(
-        cast("IO[bytes]", source),
-        encoding="utf-8",
-        errors="replace",
-        newline="",
+    stream = decompressed(cast("IO[bytes]", source), str(display), owned=False)
+    return str(display), _text(stream), False
+
+
+def _text(binary: IO[bytes]) -> IO[str]:
+    return io.TextIOWrapper(binary, encoding="utf-8", errors="replace", newline="")
+
+
+# --- compressed input -----------------------------------------------------------
+# Told by their first bytes, not by the file name: `x.log.gz`, a gzip file named
+# `x.log`, and `zcat`-less standard input read alike. Text never starts with these.
+COMPRESSIONS = (
+    (b"\x1f\x8b", "gzip"),
+    (b"\xfd7zXZ\x00", "xz"),
+    (b"\x28\xb5\x2f\xfd", "zstd"),
+)
+_MAGIC_SIZE = max(len(magic) for magic, _ in COMPRESSIONS)
+ZSTD_PACKAGE = "zstandard"
+# Compressed bytes given to the zstd decompressor at a time: its output for them
+# (held at once) is at most about 32768 times as much, 16 MiB.
+_ZSTD_STEP = 512
+
+
+def compression(binary: IO[bytes]) -> str | None:
+    """The compression of ``binary`` (``"gzip"``, ``"xz"``, ``"zstd"``) from its
+    first bytes, which are not consumed, or None (not compressed, or a stream that
+    can neither peek nor seek)."""
+    head = b""
+    try:
+        peek = getattr(binary, "peek", None)
+        if callable(peek):
+            head = peek(_MAGIC_SIZE)
+        elif binary.seekable():
+            position = binary.tell()
+            head = binary.read(_MAGIC_SIZE)
+            binary.seek(position)
+    except (OSError, ValueError):  # the read that follows names the problem
+        return None
+    return next((kind for magic, kind in COMPRESSIONS if head.startswith(magic)), None)
+
+
+def decompressed(binary: IO[bytes], name: str, *, owned: bool) -> IO[bytes]:
+    """``binary`` itself, or (compressed) a stream of its decompressed bytes.
+
+    Decompression is streamed: the whole file is never held. Corrupt or cut-off
+    compressed data raises InputError naming ``name`` where it is met; with
+    ``owned`` closing the returned stream closes ``binary`` too. Raises InputError
+    for zstd data when the ``zstandard`` package is not installed.
+    """
+    kind = compression(binary)
+    if kind is None:
+        return binary
+    reader: _Reader
+    if kind == "gzip":
+        reader = gzip.GzipFile(fileobj=binary, mode="rb")
+    elif kind == "xz":
+        reader = lzma.LZMAFile(binary)  # noqa: SIM115 (closed with the stream)
+    else:
+        reader = _ZstdReader(binary, _zstandard(name))
+    return io.BufferedReader(
+        _Decompressed(reader, binary if owned else None, kind, name), _BUFFER
     )
-    return str(display), wrapper, False
+
+
+_BUFFER = 1 << 16
+
+
+class _Reader(Protocol):
+    def read1(self, size: int = ..., /) -> bytes: ...
+
+    def close(self) -> None: ...
+
+
+def _zstandard(name: str) -> Any:
+    """The ``zstandard`` module, or InputError saying how to install it."""
+    try:
+        module = importlib.import_module(ZSTD_PACKAGE)
+        usable = all(
+            hasattr(_zstd_frame(module), attribute)
+            for attribute in ("eof", "unused_data")
+        )
+    except ImportError:
+        usable = False
+    if not usable:  # missing, or older than 0.18 (no frame end to tell a cut by)
+        raise InputError(
+            f"{name}: zstd-compressed: reading it needs the {ZSTD_PACKAGE} package "
+            f"(0.19 or later): pip install {ZSTD_PACKAGE}"
+        )
+    return module
+
+
+def _zstd_frame(module: Any) -> Any:
+    """A zstandard decompressor of one frame (that stops at its end)."""
+    try:
+        return module.ZstdDecompressor().decompressobj(read_across_frames=False)
+    except TypeError:  # before 0.22, one frame is all it reads
+        return module.ZstdDecompressor().decompressobj()
+
+
+class _Decompressed(io.RawIOBase):
+    """The bytes of a decompressing reader; what the decompressor raises on bad data
+    becomes an InputError naming the file. The runs parsed before it stay parsed, as
+    for a read error (none while the parsers are still looking at the first lines)."""
+
+    def __init__(
+        self, reader: _Reader, source: IO[bytes] | None, kind: str, name: str
+    ) -> None:
+        super().__init__()
+        self._reader = reader
+        self._source = source
+        self._kind = kind
+        self.name = name
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        try:
+            data = self._reader.read1(len(buffer))
+        except EOFError:
+            raise InputError(
+                f"{self.name}: truncated {self._kind} file: the compressed data ends "
+                f"before its end marker (`{self._kind} -dc` recovers the text "
+                "before the cut)"
+            ) from None
+        except (gzip.BadGzipFile, zlib.error, lzma.LZMAError, _ZstdError) as exc:
+            raise InputError(f"{self.name}: corrupt {self._kind} data: {exc}") from None
+        buffer[: len(data)] = data
+        return len(data)
+
+    def close(self) -> None:
+        if not self.closed:
+            try:
+                self._reader.close()
+            finally:
+                if self._source is not None:
+                    self._source.close()
+        super().close()
+
+
+class _ZstdError(Exception):
+    """zstandard's ZstdError (its module is imported only when needed)."""
+
+
+class _ZstdReader:
+    """zstd frames decompressed a few compressed bytes at a time (``zstandard``'s
+    stream reader ends quietly at a cut; this says so with EOFError, as gzip and
+    lzma do). Frames that follow one another are read on."""
+
+    def __init__(self, source: IO[bytes], zstandard: Any) -> None:
+        self._source = source
+        self._module = zstandard
+        self._frame = _zstd_frame(zstandard)
+        self._fed = False  # the current frame has had input
+        self._pending = memoryview(b"")
+        self._ended = False
+
+    def read1(self, size: int = -1, /) -> bytes:
+        while not self._pending:
+            if self._ended:
+                return b""
+            self._pending = memoryview(self._step())
+        size = len(self._pending) if size < 0 else size
+        data, self._pending = self._pending[:size], self._pending[size:]
+        return bytes(data)
+
+    def _step(self) -> bytes:
+        chunk = self._source.read(_ZSTD_STEP)
+        if not chunk:
+            self._ended = True
+            if self._fed:
+                raise EOFError("compressed file ended before the end of its frame")
+            return b""
+        out = []
+        try:
+            while chunk:
+                self._fed = True
+                out.append(self._frame.decompress(chunk))
+                chunk = b""
+                if self._frame.eof:  # the next frame (if any) starts in unused_data
+                    chunk = self._frame.unused_data
+                    self._frame = _zstd_frame(self._module)
+                    self._fed = False
+        except self._module.ZstdError as exc:
+            raise _ZstdError(str(exc)) from None
+        return b"".join(out)
+
+    def close(self) -> None:
+        self._pending = memoryview(b"")

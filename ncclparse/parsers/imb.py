@@ -75,9 +75,11 @@ _COLUMNS = {
 _MBYTES_PER_GB = 1000.0
 
 _TITLE = re.compile(r"Intel\s?\(R\) MPI Benchmarks?(?: Suite)? V?([\d.]+)", re.ASCII)
+# Lines IMB prints, at the start of a line: prose that names the program (a README,
+# a SOURCES.md saying what a log is) is not its output.
 _SNIFF = re.compile(
-    r"Intel\s?\(R\) MPI Benchmark|^# Benchmarking \S+\s*$|^# #processes = \d|"
-    r"IMB-MPI1 -help",
+    r"^\s*#*\s*Intel\s?\(R\) MPI Benchmarks?(?: Suite)? V?\d|^# Benchmarking \S+\s*$|"
+    r"^# #processes = \d|^\s*Try \"IMB-\S+ -help\"",
     re.ASCII,
 )
 _RULE = re.compile(r"^#-{10,}\s*$", re.ASCII)

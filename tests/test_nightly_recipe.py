@@ -1,0 +1,351 @@
+"""The nightly recipes of docs/nightly.md, run as written, night after night.
+
+The cron script and the Kubernetes CronJob's check script are parsed out of the fenced
+code blocks of docs/nightly.md, so an edit of the docs that breaks them fails here.
+Only what a test machine lacks is stood in for: every absolute path (but /dev/null)
+moves under a temporary root, and scripts first on PATH play ``mpirun`` (it reads its
+standard input, as Open MPI's forwards it to rank 0, and prints the night's log of the
+pair given by ``-H``), ``date`` (the night's day), ``pip`` (nothing to install) and
+``ncclparse`` (this checkout, ``sys.executable -m ncclparse``). For the CronJob, the
+test writes the logs where the launcher's ``--out`` says, for the Job name the
+downward API would give.
+
+Logs are derived from the real 2-node H100 log (tests/_derive.py): one per pair of
+three hosts, each with its own +-1.5 % jitter per size; night 3 takes twice as long from
+1 MiB up (busbw halved; below, the 2-digit bandwidths _derive.scale re-prints would
+no longer match size and time, an integrity failure of their own); on night 4 a file
+of the history is corrupt.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import re
+import subprocess
+import sys
+import textwrap
+import xml.etree.ElementTree as ET
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests import _derive as derive
+
+ROOT = Path(__file__).parent.parent
+DOC = ROOT / "docs" / "nightly.md"
+HOSTS = ("node01", "node02", "node03")
+PAIRS = [(a, b) for i, a in enumerate(HOSTS) for b in HOSTS[i + 1 :]]
+TODAY = dt.datetime.now(dt.UTC).date()
+# Nights 1 to 4, the last one today (the baseline window counts back from today).
+DAYS = [(TODAY - dt.timedelta(days=4 - n)).isoformat() for n in range(1, 5)]
+HANG = 300  # seconds: a recipe that runs longer has hung
+WINDOW = "(up to the 20 most recent per size, within 30 days)"
+
+_FAKES = {
+    "mpirun": """\
+        #!/bin/sh
+        # Open MPI's mpirun forwards its standard input to rank 0: read it all too.
+        cat > /dev/null
+        while [ $# -gt 0 ]; do
+          [ "$1" = -H ] && hosts=$2
+          shift
+        done
+        first=${hosts%%:*}
+        second=${hosts#*,}
+        exec cat "$NIGHT_LOGS/${first}_${second%%:*}.log"
+        """,
+    "date": """\
+        #!/bin/sh
+        [ "$*" = "-u +%F" ] && exec echo "$NIGHT_DAY"
+        echo "date: unexpected arguments: $*" >&2
+        exit 2
+        """,
+    "pip": "#!/bin/sh\nexit 0\n",
+    "ncclparse": f'#!/bin/sh\nexec "{sys.executable}" -m ncclparse "$@"\n',
+}
+
+
+def _fenced(section: str, language: str) -> str:
+    """The first ``language`` code block of the docs section headed ``section``."""
+    text = DOC.read_text()
+    start = text.index(f"\n### {section}\n")
+    end = text.find("\n### ", start + 1)
+    block = re.compile(rf"^```{language}\n(.*?)^```$", re.M | re.S).search(text, start)
+    assert block is not None, f"docs/nightly.md: no {language} block"
+    assert end < 0 or block.start() < end, f"no {language} block under {section!r}"
+    return block.group(1)
+
+
+def _container(yaml: str, name: str) -> str:
+    """The lines of the container ``name`` of a pod template (to its next sibling)."""
+    lines = yaml.splitlines()
+    [start] = [
+        i
+        for i, line in enumerate(lines)
+        if line.split("#")[0].strip() == f"- name: {name}"
+    ]
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    end = start + 1
+    while end < len(lines) and (
+        not lines[end].strip() or len(lines[end]) - len(lines[end].lstrip()) > indent
+    ):
+        end += 1
+    return "\n".join(lines[start:end])
+
+
+def _literal(section: str) -> str:
+    """The shell script of a container: its one ``- |`` block, dedented."""
+    lines = section.splitlines()
+    [start] = [i for i, line in enumerate(lines) if line.strip() == "- |"]
+    indent = len(lines[start]) - len(lines[start].lstrip())
+    body = []
+    for line in lines[start + 1 :]:
+        if line.strip() and len(line) - len(line.lstrip()) <= indent:
+            break
+        body.append(line)
+    return textwrap.dedent("\n".join(body)).strip() + "\n"
+
+
+def _field_env(section: str) -> dict[str, str]:
+    """A container's environment variables from the downward API: name -> field."""
+    return dict(
+        re.findall(
+            r'- name: (\w+)[^\n]*\n\s+valueFrom:\n\s+fieldRef: \{fieldPath: "([^"]+)"\}',
+            section,
+        )
+    )
+
+
+def _rooted(script: str, root: Path) -> str:
+    """The script with every absolute path but /dev/null moved under ``root``."""
+    return re.sub(r"(?<=[\s=\"'<>(])/(?!dev/null)", f"{root}/", script)
+
+
+@dataclass
+class Recipe:
+    """One recipe and where, under ``root``, it keeps things."""
+
+    root: Path
+    script: str
+    history: Path
+    prometheus: Path
+    logs: Callable[[int], Path]  # the night's logs directory
+    out: Callable[[int], Path]  # the night's output directory
+    partition: Callable[[int], str]  # the date the night's ingest files its runs under
+    env: Callable[[int], dict[str, str]]  # what the night's environment adds
+    before: Callable[[int], None]  # what runs before the script (the launcher)
+
+
+def _cron(root: Path, benchmark: Callable[[int], Path]) -> Recipe:
+    script = _rooted(_fenced("A cron job", "sh"), root)
+    options = root / "opt" / "nccl-health"
+    options.mkdir(parents=True)
+    (options / "pairs.txt").write_text("".join(f"{a} {b}\n" for a, b in PAIRS))
+    (options / "rules.toml").write_text("# the built-in rules\n")
+    textfile = root / "var" / "lib" / "node_exporter" / "textfile"
+    textfile.mkdir(parents=True)
+    return Recipe(
+        root=root,
+        script=script,
+        history=root / "data" / "nccl-history",
+        prometheus=textfile / "nccl_health.prom",
+        logs=lambda night: root / "data" / "nccl-logs" / DAYS[night - 1],
+        out=lambda night: root / "data" / "nccl-checks" / DAYS[night - 1],
+        partition=lambda night: DAYS[night - 1],
+        env=lambda night: {
+            "NIGHT_DAY": DAYS[night - 1],
+            "NIGHT_LOGS": str(benchmark(night)),
+        },
+        before=lambda night: None,
+    )
+
+
+def _job_name(night: int) -> str:
+    return f"nccl-health-2940{night}"
+
+
+def _cronjob(root: Path, benchmark: Callable[[int], Path]) -> Recipe:
+    yaml = _fenced("A Kubernetes CronJob", "yaml")
+    assert "kind: CronJob" in yaml
+    launcher = _container(yaml, "run-benchmarks")
+    checker = _container(yaml, "check")
+    assert 'command: ["/bin/sh", "-c"]' in checker
+    # Both containers name the Job alike: the check reads what was launched.
+    job = {"JOB_NAME": "metadata.labels['job-name']"}
+    assert _field_env(launcher) == _field_env(checker) == job
+    found = re.search(r'"--out", "/([^"]+)"', launcher)
+    assert found is not None, "the launcher's --out"
+    out = found.group(1)
+    script = _rooted(_literal(checker), root)
+    (root / "config").mkdir(parents=True)
+    (root / "config" / "rules.toml").write_text("# the built-in rules\n")
+    (root / "textfile").mkdir()
+
+    def logs(night: int) -> Path:  # where the launcher writes: --out, expanded
+        return root / out.replace("$(JOB_NAME)", _job_name(night))
+
+    def launch(night: int) -> None:  # the MPIJob's pods write the night's logs
+        logs(night).mkdir(parents=True)
+        for path in sorted(benchmark(night).iterdir()):
+            (logs(night) / f"pair_{path.name}").write_bytes(path.read_bytes())
+
+    return Recipe(
+        root=root,
+        script=script,
+        history=root / "data" / "history",
+        prometheus=root / "textfile" / "nccl_health.prom",
+        logs=logs,
+        out=lambda night: root / "data" / "checks" / _job_name(night),
+        partition=lambda night: TODAY.isoformat(),  # no --date: the day of the ingest
+        env=lambda night: {"JOB_NAME": _job_name(night)},
+        before=launch,
+    )
+
+
+def _benchmark(tmp_path: Path, night: int) -> Path:
+    """Derived: the night's log of each pair: the real log with the pair's host names
+    and its own jitter; night 3 twice as slow from 1 MiB up."""
+    directory = tmp_path / f"benchmark-night{night}"
+    directory.mkdir(exist_ok=True)
+    for i, (a, b) in enumerate(PAIRS):
+        jitter = derive.jitter(10 * night + i)
+        slower = 2.0 if night == 3 else 1.0
+        names = dict(zip(derive.HOSTS, (a, b), strict=True))
+
+        def factor(
+            size: int, jitter: Callable[[int], float] = jitter, slower: float = slower
+        ) -> float:
+            return (slower if size >= 2**20 else 1.0) * jitter(size)
+
+        text = derive.scale(derive.rename_hosts(derive.healthy(), names), factor)
+        (directory / f"{a}_{b}.log").write_text(text)
+    return directory
+
+
+def _run(recipe: Recipe, night: int) -> subprocess.CompletedProcess[str]:
+    bin_dir = recipe.root.parent / "bin"
+    if not bin_dir.exists():
+        bin_dir.mkdir()
+        for name, text in _FAKES.items():
+            (bin_dir / name).write_text(textwrap.dedent(text))
+            (bin_dir / name).chmod(0o755)
+    recipe.before(night)
+    env = {
+        **os.environ,
+        "PATH": f"{bin_dir}{os.pathsep}{os.environ['PATH']}",
+        "PYTHONPATH": str(ROOT),
+        **recipe.env(night),
+    }
+    return subprocess.run(
+        ["sh", "-c", recipe.script],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=recipe.root,
+        timeout=HANG,
+        check=False,
+    )
+
+
+def _metrics(path: Path) -> dict[str, float]:
+    """The check's verdict and time from the Prometheus textfile."""
+    return {
+        line.split()[0]: float(line.split()[1])
+        for line in path.read_text().splitlines()
+        if line.startswith(("ncclparse_check_passed ", "ncclparse_check_timestamp"))
+    }
+
+
+def _dated(dates: list[str]) -> str:
+    unique = sorted(set(dates))
+    return "on " + (" and ".join(unique) if len(unique) <= 2 else "?")
+
+
+@pytest.mark.parametrize("make", [_cron, _cronjob], ids=["cron", "cronjob"])
+def test_the_recipe_runs_from_night_one(
+    tmp_path: Path, make: Callable[[Path, Callable[[int], Path]], Recipe]
+) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    recipe = make(root, lambda night: _benchmark(tmp_path, night))
+    ingested = (
+        f"{recipe.history}: 3 added (186 rows), 0 already present, 0 without "
+        "measurements\n"
+    )
+    stamps = []
+    for night, status in ((1, 0), (2, 0), (3, 1), (4, 4)):
+        if night == 4:  # a file of the history is corrupt: no verdict, exit 4
+            broken = recipe.history / f"date={recipe.partition(1)}" / "broken.parquet"
+            broken.write_text("not parquet\n")
+        done = _run(recipe, night)
+        assert done.returncode == status, (night, done.stdout, done.stderr)
+        logs, out = recipe.logs(night), recipe.out(night)
+        # The logs directory holds the logs, and nothing check wrote.
+        assert sorted(p.name for p in logs.iterdir()) == [
+            f"pair_{a}_{b}.log" for a, b in PAIRS
+        ]
+        # Tonight's outputs, in a directory of their own.
+        assert sorted(p.name for p in out.iterdir()) == [
+            "check.json",
+            "junit.xml",
+            "report.html",
+        ]
+        document = json.loads((out / "check.json").read_text())
+        assert document["status"] == ("pass" if status == 0 else "fail")
+        junit = ET.fromstring((out / "junit.xml").read_bytes())
+        failed = int(junit.get("failures", "-1")) + int(junit.get("errors", "-1"))
+        assert failed == document["summary"]["fail"]
+        # The textfile collector's file is tonight's, whatever last night's said.
+        metrics = _metrics(recipe.prometheus)
+        assert metrics["ncclparse_check_passed"] == (status == 0)
+        stamps.append(metrics["ncclparse_check_timestamp_seconds"])
+        if night == 4:
+            error = document["error"]
+            assert error.startswith(
+                f"{recipe.history}: cannot read history: {broken} is not a readable "
+                "Parquet file ("
+            )
+            assert done.stdout == ""
+            assert done.stderr == f"Error: {error}\nError: {error}\n"  # and ingest
+            assert "<h1>ncclparse check: FAIL</h1>" in (out / "report.html").read_text()
+            continue
+        # ... of tonight's logs: every source is in tonight's logs directory.
+        sources = {c["source"] for c in document["cases"]} - {None}
+        assert sources == {str(logs / f"pair_{a}_{b}.log") for a, b in PAIRS}
+        assert str(logs) in (out / "report.html").read_text()
+        [baseline] = [
+            c["message"]
+            for c in document["cases"]
+            if (c["rule"], c["name"]) == ("history", "baseline")
+        ]
+        before = [recipe.partition(n) for n in range(1, night)]
+        if night == 1:
+            message = (
+                f"first night (--first-night): no baseline: {recipe.history} (not "
+                "created yet) holds no run; tonight is judged without history"
+            )
+            assert baseline == message
+            assert done.stderr == f"Note: {message}\n{ingested}"
+            continue
+        assert baseline == (
+            f"{3 * (night - 1)} run(s) with cluster=a3, {_dated(before)}, make the "
+            f"baseline {WINDOW}"
+        )
+        assert done.stderr == ingested
+        regressed = [
+            c["name"]
+            for c in document["cases"]
+            if c["rule"] == "history" and c["status"] == "fail"
+        ]
+        if night == 2:  # 3 runs of the baseline: fewer than min_runs, not judged
+            assert regressed == []
+            assert done.stdout.startswith("PASS: 0 failed, ")
+        else:  # 6 runs: the halved busbw is a regression of every pair's run
+            assert len(regressed) == 2 * len(PAIRS)  # out-of-place and in-place
+            assert "\nFAIL history: " in done.stdout
+    assert stamps == sorted(stamps)
+    assert len(set(stamps)) == 4
