@@ -442,13 +442,12 @@ def _assert_failed_outputs(out: dict[str, Path], message: str) -> None:
     assert (root.get("errors"), root.get("failures")) == ("1", "0")
     [error] = root.findall("./testsuite/testcase/error")
     assert error.text == message
-    assert (
-        out["md"]
-        .read_text()
-        .startswith(
-            "## ncclparse check: FAIL\n\nThe check could not complete: "
-            f"{markdown_escape(message)}\n"
-        )
+    # The Markdown summary is appended (a step summary collects every step's):
+    # last night's text stays above, tonight's failure follows it.
+    before, _, tonight = out["md"].read_text().partition("\n## ncclparse check: FAIL")
+    assert before == "## ncclparse check: PASS\n"  # then one blank line
+    assert tonight.startswith(
+        f"\n\nThe check could not complete: {markdown_escape(message)}\n"
     )
     assert "<h1>ncclparse check: FAIL</h1>" in out["html"].read_text()
     assert [p.name for p in out["prom"].parent.glob(".*.tmp")] == []

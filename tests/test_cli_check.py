@@ -25,6 +25,9 @@ from tests import _derive as derive
 from tests.conftest import FIXTURES
 
 GIB = 1073741824
+EXAMPLE_LOG = (
+    Path(__file__).parent.parent / "examples" / "all_reduce_16rank_2node_h100.log"
+)
 # GCP A3 Mega: 8 x 200 Gb/s per node, not the h100 preset's 8 x 400 Gb/s.
 A3_MEGA = ["--profile", "h100", "--inter-bw", "200GB/s"]
 # Text exposition format 0.0.4: comments, then `name{labels} value [timestamp]`.
@@ -551,3 +554,47 @@ def test_check_report_shows_slow_host_and_failures(
     assert "#wrong &gt; 0 at 1 size(s): 1 GiB out-of-place #wrong 12" in failed
     assert "node03 is slow with every partner: 4 of 4 runs slow" in failed
     assert failed.count("<tr>") == 3  # header and two failed cases
+
+
+def test_junit_testsuites_carries_no_skipped_attribute(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """The Jenkins xUnit schema allows `skipped` on <testsuite>, not <testsuites>."""
+    _check(runner, tmp_path, str(EXAMPLE_LOG))
+    root = ET.fromstring((tmp_path / "out.xml").read_bytes())
+    assert root.tag == "testsuites"
+    assert sorted(root.attrib) == ["errors", "failures", "name", "tests"]
+    assert all("skipped" in suite.attrib for suite in root.findall("./testsuite"))
+
+
+def test_markdown_summary_is_appended(runner: CliRunner, tmp_path: Path) -> None:
+    """--markdown "$GITHUB_STEP_SUMMARY": the steps before keep their text."""
+    summary = tmp_path / "summary.md"
+    summary.write_text("## Build\nok")  # no final newline, as a step may leave it
+    result = runner.invoke(
+        cli, ["check", str(EXAMPLE_LOG), "--markdown", str(summary), "-q"]
+    )
+    assert result.exit_code == 0, result.output
+    before, separator, after = summary.read_text().partition("## ncclparse check: ")
+    assert (before, separator) == ("## Build\nok\n\n", "## ncclparse check: ")
+    assert after.startswith("PASS\n")
+
+
+def test_history_from_the_environment(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """NCCLPARSE_HISTORY stands for --history in check and ingest."""
+    history = tmp_path / "history"
+    monkeypatch.setenv("NCCLPARSE_HISTORY", str(history))
+    done = runner.invoke(cli, ["ingest", str(EXAMPLE_LOG), "-q", "--date", _ago(2)])
+    assert done.exit_code == 0, done.output
+    assert sorted(p.name for p in history.glob("date=*")) == [f"date={_ago(2)}"]
+    missing = tmp_path / "not-yet"
+    monkeypatch.setenv("NCCLPARSE_HISTORY", str(missing))
+    result = runner.invoke(cli, ["check", str(EXAMPLE_LOG), "-q"])
+    assert result.exit_code == 2
+    assert result.stderr.splitlines()[-1] == (
+        f"Error: {missing}: history directory not found (on the first night, before "
+        "`ingest` has created it, pass --first-night)"
+    )
+    assert "NCCLPARSE_HISTORY" in runner.invoke(cli, ["check", "--help"]).output

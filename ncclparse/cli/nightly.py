@@ -74,12 +74,16 @@ _TAG = click.option(
 @click.option(
     "--rules",
     type=OUTPUT_FILE,
+    envvar="NCCLPARSE_RULES",
+    show_envvar=True,
     help="TOML rules file (docs/check-json.md). Default: built-in rules.",
 )
 @click.option(
     "--history",
     "history_dir",
     type=click.Path(file_okay=False, path_type=Path),
+    envvar="NCCLPARSE_HISTORY",
+    show_envvar=True,
     help="History dataset (from `ingest`) to judge against; a history that gives no "
     "baseline fails the check.",
 )
@@ -103,7 +107,12 @@ _TAG = click.option(
 @click.option(
     "--prometheus", type=OUTPUT_FILE, help="Write a Prometheus textfile here."
 )
-@click.option("--markdown", type=OUTPUT_FILE, help="Write a Markdown summary here.")
+@click.option(
+    "--markdown",
+    type=OUTPUT_FILE,
+    help='Append a Markdown summary to this file (e.g. "$GITHUB_STEP_SUMMARY", '
+    "which other steps write too).",
+)
 @click.option(
     "--report",
     "report_path",
@@ -238,6 +247,8 @@ def _judge(
         prometheus=outputs.prometheus,
         markdown=outputs.markdown,
     )
+    if outputs.markdown is not None:
+        files[outputs.markdown] = _appended(outputs.markdown, files[outputs.markdown])
     if outputs.report is not None:
         from ncclparse.report import build_context, render_report
 
@@ -290,6 +301,20 @@ def _give_up(
     sys.exit(status)
 
 
+def _appended(path: Path | None, text: str) -> str:
+    """``text`` after what ``path`` already holds: a Markdown summary is appended
+    (GitHub's step summary file collects every step's), yet still written atomically."""
+    try:
+        before = path.read_text(encoding="utf-8") if path is not None else ""
+    except FileNotFoundError:
+        before = ""
+    except (OSError, UnicodeDecodeError) as exc:
+        raise click.ClickException(f"{path}: cannot append to it: {exc}") from exc
+    if before and not before.endswith("\n"):
+        before += "\n"
+    return before + ("\n" if before else "") + text
+
+
 def _write_failed(outputs: _Outputs, message: str) -> None:
     """Write each requested output as a failed check saying ``message``, each on its
     own (one that cannot be written does not keep the others from being replaced);
@@ -309,7 +334,7 @@ def _write_failed(outputs: _Outputs, message: str) -> None:
         (outputs.prometheus, lambda: to_prometheus(failed, timestamp=time.time())),
         (outputs.junit, lambda: to_junit(failed)),
         (outputs.json_path, lambda: to_json(failed)),
-        (outputs.markdown, lambda: to_markdown(failed)),
+        (outputs.markdown, lambda: _appended(outputs.markdown, to_markdown(failed))),
         (outputs.report, lambda: error_html(message)),
     )
     for path, render in renderings:
@@ -343,6 +368,8 @@ _PROMETHEUS_FAILED = (
     "history_dir",
     required=True,
     type=click.Path(file_okay=False, path_type=Path),
+    envvar="NCCLPARSE_HISTORY",
+    show_envvar=True,
     help="History dataset directory (created if missing).",
 )
 @_TAG
