@@ -598,3 +598,24 @@ def test_history_from_the_environment(
         "`ingest` has created it, pass --first-night)"
     )
     assert "NCCLPARSE_HISTORY" in runner.invoke(cli, ["check", "--help"]).output
+
+
+def test_check_and_ingest_take_the_input_filters(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    logs = tmp_path / "logs"
+    (logs / "old").mkdir(parents=True)
+    (logs / "tonight.log").write_text(EXAMPLE_LOG.read_text())
+    (logs / "old" / "broken.log").write_text("not a log at all\n")
+    failing = runner.invoke(cli, ["check", str(logs), "-q"])
+    assert failing.exit_code == 1  # the broken file is a failed input case
+    result = runner.invoke(cli, ["check", str(logs), "-q", "--exclude", "old"])
+    assert result.exit_code == 0, result.output
+    assert "1 directory matching --exclude" in result.stderr
+    history = tmp_path / "history"
+    done = runner.invoke(
+        cli, ["ingest", str(logs), "--history", str(history), "--include", "*.log",
+              "--exclude", "old", "-q"],
+    )  # fmt: skip
+    assert done.exit_code == 0, done.output
+    assert done.stderr.splitlines()[-1].startswith(f"{history}: 1 added (62 rows)")

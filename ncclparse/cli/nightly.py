@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 import click
 
 from ncclparse.cli.options import (
+    FILTERS,
     INPUTS,
     OUTPUT_FILE,
     QUIET,
@@ -25,6 +26,7 @@ from ncclparse.cli.options import (
 
 if TYPE_CHECKING:
     from ncclparse.efficiency import HardwareOptions
+    from ncclparse.inputs import Filters
 
 EXIT_CHECK_FAILED = 1  # check: a case failed (bad inputs too), or an internal error
 # 2: usage or configuration, click's status for a UsageError (check raises those late)
@@ -120,6 +122,7 @@ _TAG = click.option(
     help="Write the HTML report here, with the failed cases and slow hosts.",
 )
 @click.option("-v", "--verbose", is_flag=True, help="Print passing cases too.")
+@FILTERS
 @QUIET
 @hardware_options
 def check(
@@ -135,6 +138,7 @@ def check(
     markdown: Path | None,
     report_path: Path | None,
     verbose: bool,
+    filters: Filters,
     quiet: bool,
     hardware: HardwareOptions,
 ) -> None:
@@ -160,7 +164,7 @@ def check(
             _load_rules(rules),
             _History(history_dir, tags, first_night, expect_history),
             outputs,
-            quiet,
+            (quiet, filters),
             hardware,
         )
         text = to_text(outcome, verbose=verbose)
@@ -204,7 +208,7 @@ def _judge(
     rules: Any,
     given: _History,
     outputs: _Outputs,
-    quiet: bool,
+    reading: tuple[bool, Filters],
     hardware: HardwareOptions,
 ) -> tuple[Any, dict[Path, str]]:
     """Read, judge and render everything ``check`` writes, writing nothing: the
@@ -216,7 +220,8 @@ def _judge(
 
     name = _history_name(given)
     notes: list[Any] = []
-    result, failures = parse_inputs(inputs, quiet, notes=notes)
+    quiet, filters = reading
+    result, failures = parse_inputs(inputs, quiet, notes=notes, filters=filters)
     history = None
     if given.directory is not None:
         history = read_history(given.directory, missing_ok=given.first_night)
@@ -378,12 +383,14 @@ _PROMETHEUS_FAILED = (
     type=click.DateTime(formats=["%Y-%m-%d"]),
     help="Partition date (default: today, UTC).",
 )
+@FILTERS
 @QUIET
 def ingest(
     inputs: tuple[str, ...],
     history_dir: Path,
     tags: dict[str, str],
     date: Any,
+    filters: Filters,
     quiet: bool,
 ) -> None:
     """Append INPUTS to the history dataset; a log already there is skipped.
@@ -394,7 +401,7 @@ def ingest(
     from ncclparse.health.history import HistoryError
     from ncclparse.health.history import ingest as add_to_history
 
-    result, failures = parse_inputs(inputs, quiet)
+    result, failures = parse_inputs(inputs, quiet, filters=filters)
     try:
         done = add_to_history(
             result, history_dir, tags=tags, date=date.date() if date else None
