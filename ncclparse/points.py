@@ -16,8 +16,7 @@ the gap chart, a table row), so its limits (REPORT_LIMITS) are lower than those 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -73,8 +72,8 @@ class PointTable:
 
     def __init__(self, limits: tuple[int, int] = ANALYZE_LIMITS) -> None:
         self.exact_rows, self.max_points = limits
-        self._batches: list[pa.Table] = []
-        self._rows = 0  # rows in _batches
+        self._chunks: list[pa.Table] = []
+        self._rows = 0  # rows in _chunks (tables with a seq column)
         self._seen = 0  # rows added, for the order of first appearance
         self._state: pa.Table | None = None  # merged points, once merging started
         self._overflow = False
@@ -83,7 +82,7 @@ class PointTable:
         if self._overflow:
             return
         # A table, not the batch: RecordBatch.append_column needs pyarrow 16.
-        self._batches.append(
+        self._chunks.append(
             pa.Table.from_batches([batch]).append_column(
                 "seq",
                 pa.array(range(self._seen, self._seen + batch.num_rows), pa.int64()),
@@ -110,7 +109,7 @@ class PointTable:
             )
         if self._state is None:
             rows = pa.concat_tables(
-                self._batches or [_with_seq(schema.MEASUREMENTS_SCHEMA).empty_table()]
+                self._chunks or [_with_seq(schema.MEASUREMENTS_SCHEMA).empty_table()]
             )
             return rows.drop_columns(["seq"])
         self._merge()
@@ -138,8 +137,10 @@ class PointTable:
         }
 
     def _merge(self) -> None:
-        parts = [_as_state(pa.concat_tables(self._batches))] if self._rows else []
-        self._batches, self._rows = [], 0
+        if not self._rows and self._state is not None:
+            return  # nothing new since the last merge
+        parts = [_as_state(pa.concat_tables(self._chunks))] if self._rows else []
+        self._chunks, self._rows = [], 0
         if self._state is not None:
             # Merged points have the columns in another order (keys first).
             names = self._state.column_names
@@ -250,7 +251,8 @@ def with_merge_notes(
     """``runs`` with :func:`merge_note` added to the warnings of the merged runs."""
     if not merged:
         return runs
-    warnings: Iterable[Any] = runs.column("warnings").to_pylist()
+    # A non-null list<string> column (schema.md): the cast only tells mypy.
+    warnings = cast("list[list[str]]", runs.column("warnings").to_pylist())
     keys = zip(
         runs.column("source").to_pylist(), runs.column("run").to_pylist(), strict=True
     )
