@@ -31,6 +31,11 @@ _LAZY = {
     "MEASUREMENTS_SCHEMA": "ncclparse.schema",
     "RUNS_SCHEMA": "ncclparse.schema",
     "SCHEMA_VERSION": "ncclparse.schema",
+    "FAILURES_SCHEMA": "ncclparse.lake",
+    "empty_frame": "ncclparse.lake",
+    "parse_contents": "ncclparse.lake",
+    "parse_path": "ncclparse.lake",
+    "spark_ddl": "ncclparse.lake",
 }
 
 
@@ -43,6 +48,7 @@ def __getattr__(name: str) -> Any:
 __version__ = "0.1.0"
 
 __all__ = [
+    "FAILURES_SCHEMA",
     "MEASUREMENTS_SCHEMA",
     "RUNS_SCHEMA",
     "SCHEMA_VERSION",
@@ -52,6 +58,10 @@ __all__ = [
     "ProfileError",
     "SchemaError",
     "UnknownLogFormatError",
+    "empty_frame",
     "parse",
+    "parse_contents",
     "parse_many",
+    "parse_path",
+    "spark_ddl",
 ]

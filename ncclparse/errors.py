@@ -31,7 +31,14 @@ class UnknownLogFormatError(NcclParseError):
 
 
 class InputError(NcclParseError):
-    """An input cannot be opened or read (missing, unreadable, a directory ...)."""
+    """An input cannot be opened or read (missing, unreadable, a directory ...).
+
+    ``source`` names the input when the message's text before its first colon
+    does not (a URI: ``s3://...``)."""
+
+    def __init__(self, message: str, *, source: str | None = None) -> None:
+        super().__init__(message)
+        self.source = source
 
 
 class SchemaError(NcclParseError):

@@ -22,13 +22,16 @@ import threading
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import pyarrow as pa
+from pyarrow.fs import FileType
 
 from ncclparse import schema
 from ncclparse.errors import InputError, NcclParseError
+from ncclparse.locations import Location, is_uri, location
 from ncclparse.parsers import PARSERS, SNIFF_LINES, Source, numbered, open_source
 
 __all__ = [
@@ -83,6 +86,11 @@ def expand(
         if item == STDIN:
             yield sys.stdin.buffer, STDIN
             continue
+        if is_uri(item) and not item.lower().startswith("file://"):
+            yield from _expand_uri(item, notes, filters)
+            continue
+        if item.lower().startswith("file://"):
+            item = location(item).root  # a local path: walked as any other
         path = Path(item)
         try:
             mode = path.stat().st_mode
@@ -205,8 +213,9 @@ _HEAD = 4096  # characters read of a .json, .csv or .jsonl file to tell whose it
 _LINE = 1 << 20  # as the parsers' reader: a longer line is read in pieces
 
 
-def not_a_log(path: Path) -> str | None:
-    """Why a directory walk does not read the file ``path`` (a few words), or None.
+def not_a_log(path: Path, opened: Callable[[], Source] | None = None) -> str | None:
+    """Why a directory walk does not read the file ``path`` (a few words), or None;
+    ``opened`` gives its content when it is not a local path (a remote object).
 
     By extension: HTML, XML, Prometheus text, Parquet/Arrow tables, images, PDF.
     By content: ncclparse's JSON outputs (``"format": "ncclparse-..."``), its CSV
@@ -224,25 +233,25 @@ def not_a_log(path: Path) -> str | None:
         return _NOT_LOGS[extension]
     try:
         if extension == ".json":
-            head = _head(path, lambda h: h.read(_HEAD))
+            head = _head(opened or path, lambda h: h.read(_HEAD))
             return "ncclparse JSON output" if _OWN_JSON.match(head) else None
         if extension in (".csv", ".jsonl"):
-            head = _head(path, lambda h: h.readline(_HEAD))
+            head = _head(opened or path, lambda h: h.readline(_HEAD))
             return "ncclparse CSV/JSONL table" if _OWN_TABLE.match(head) else None
-        if extension in _MARKDOWN and not _holds_benchmark_output(path):
+        if extension in _MARKDOWN and not _holds_benchmark_output(opened or path):
             return "Markdown without benchmark output"
     except (NcclParseError, OSError):
         return None
     return None
 
 
-def _head(path: Path, read: Callable[[IO[str]], str]) -> str:
-    _, handle, _ = open_source(path)
+def _head(path: Path | Callable[[], Source], read: Callable[[IO[str]], str]) -> str:
+    _, handle, _ = open_source(path if isinstance(path, Path) else path())
     with handle:
         return read(handle)
 
 
-def _holds_benchmark_output(path: Path) -> bool:
+def _holds_benchmark_output(path: Path | Callable[[], Source]) -> bool:
     """Whether a parser recognises the start of ``path``, as it would for a log."""
 
     def lines(handle: IO[str]) -> Iterator[str]:
@@ -252,7 +261,7 @@ def _holds_benchmark_output(path: Path) -> bool:
                 return
             yield raw
 
-    _, handle, _ = open_source(path)
+    _, handle, _ = open_source(path if isinstance(path, Path) else path())
     with handle:
         head = list(numbered(lines(handle)))
     return any(parser.sniff(head) for parser in PARSERS)
@@ -266,7 +275,7 @@ class _Walker:
         self.filters = filters
         self.found: list[tuple[Path, str] | InputError] = []
         self.special: list[str] = []  # "path (kind)" of entries not regular files
-        self.not_logs: list[tuple[Path, str]] = []
+        self.not_logs: list[tuple[str, str]] = []  # (path or URI, why)
         self.hidden = 0  # a hidden directory counts once
         self.unmatched = 0  # files matching no --include pattern
         self.excluded_files = 0
@@ -320,7 +329,7 @@ class _Walker:
         elif kind != "file":
             self.special.append(f"{path} ({kind})")
         elif (why := not_a_log(path)) is not None:
-            self.not_logs.append((path, why))
+            self.not_logs.append((str(path), why))
         else:  # a regular file, or a symbolic link to one
             self.found.append((path, str(path)))
 
@@ -340,7 +349,7 @@ class _Walker:
             are = "is not a log" if len(self.not_logs) == 1 else "are not logs"
             said.append(
                 f"{_count(len(self.not_logs), 'file', 'files')} that {are} "
-                f"({by_kind}): {_shown([str(p) for p, _ in self.not_logs])}"
+                f"({by_kind}): {_shown([p for p, _ in self.not_logs])}"
             )
         return said + self._filtered()
 
@@ -374,6 +383,121 @@ class _Walker:
             are = "is not a log" if n == 1 else "are not logs"
             why.append(f"{_count(n, 'file', 'files')} that {are}")
         return why + self._filtered()
+
+
+class RemoteFile(io.RawIOBase):
+    """An object of a remote file system, opened when first read and closed at its
+    end (a walk of 1,000 objects holds one connection at a time)."""
+
+    def __init__(self, where: Location, path: str) -> None:
+        super().__init__()
+        self.where, self.path = where, path
+        self.name = where.uri(path)
+        self._stream: Any = None
+        self._done = False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, buffer: Any) -> int:
+        if self.closed:
+            raise ValueError("I/O operation on closed file")
+        if self._done:
+            return 0
+        if self._stream is None:
+            # compression=None: the parser tells compressed content by its bytes.
+            self._stream = self.where.fs.open_input_stream(self.path, compression=None)
+        data = self._stream.read(len(buffer))
+        n = len(data)
+        memoryview(buffer)[:n] = data
+        if n == 0:  # the end: let the connection go now, not when collected
+            self._stream.close()
+            self._stream, self._done = None, True
+        return n
+
+    def close(self) -> None:
+        if self._stream is not None:
+            self._stream.close()
+            self._stream = None
+        super().close()
+
+
+def _expand_uri(
+    item: str, notes: list[Note] | None, filters: Filters | None
+) -> Iterator[tuple[Source, str] | InputError]:
+    """The objects an input URI names: one object, or every object under a prefix
+    (sorted; hidden names, what ``filters`` leave out and files that are not logs
+    skipped, as in a directory walk)."""
+    try:
+        where = location(item)
+        info = where.fs.get_file_info(where.root)
+    except (InputError, OSError, pa.ArrowException) as exc:
+        yield _error(item, f"cannot read: {_first_line(exc)}")
+        return
+    if info.type == FileType.File:
+        yield _remote_source(where, where.root), item
+        return
+    if info.type != FileType.Directory:
+        yield _error(item, "no such file or directory")
+        return
+    try:
+        listing = where.listing(recursive=True)
+    except (OSError, pa.ArrowException) as exc:
+        yield _error(item, f"cannot list: {_first_line(exc)}")
+        return
+    walker = _Walker(filters or Filters())
+    start = len(where.root.rstrip("/")) + 1
+    objects: list[str] = []  # paths (of the file system) of the logs found
+    for entry in listing:
+        if entry.type != FileType.File:
+            continue
+        relative = entry.path[start:]
+        parts = relative.split("/")
+        if any(p.startswith(".") for p in parts):
+            walker.hidden += 1
+        elif any(
+            walker.filters.excludes("/".join(parts[: i + 1]), p, directory=True)
+            for i, p in enumerate(parts[:-1])
+        ) or walker.filters.excludes(relative, parts[-1]):
+            walker.excluded_files += 1
+        elif not walker.filters.includes(relative, parts[-1]):
+            walker.unmatched += 1
+        else:
+            opened = partial(_remote_source, where, entry.path)
+            reason = not_a_log(Path(parts[-1]), opened)
+            if reason is not None:
+                walker.not_logs.append((where.uri(entry.path), reason))
+            else:
+                objects.append(entry.path)
+    said = walker.skipped()
+    if said:
+        note = Note(item, f"{item}: skipped {'; '.join(said)}")
+        if notes is None:
+            sys.stderr.write(f"Note: {note.text}\n")
+        else:
+            notes.append(note)
+    if not objects:
+        counted = walker.counts()
+        skipped = f" ({_and(counted)} skipped)" if counted else ""
+        yield _error(item, f"directory holds no log file{skipped}")
+    for path in objects:
+        yield _remote_source(where, path), where.uri(path)
+
+
+def _error(item: str, text: str) -> InputError:
+    """The InputError of the input URI ``item``, which names it as its source (a
+    URI holds colons: the message cannot be split to find it)."""
+    return InputError(f"{item}: {text}", source=item)
+
+
+def _remote_source(where: Location, path: str) -> Source:
+    # A binary stream: the Source union names IO[bytes], which RawIOBase is.
+    return cast("IO[bytes]", RemoteFile(where, path))
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else repr(exc)
 
 
 def _shown(names: list[str]) -> str:
@@ -506,9 +630,17 @@ def load_measurements(path: str, filters: Filters | None = None) -> pa.Table:
     from ncclparse.storage import read_table
 
     candidate = Path(path)
-    if candidate.suffix.lower() in (".parquet", ".pq", ".arrow", ".feather", ".ipc"):
+    if is_uri(path):
+        where = location(path)  # an object store: a history prefix, or logs
+        try:
+            listed = where.listing()
+        except (OSError, pa.ArrowException) as exc:
+            raise InputError(f"{path}: cannot list: {_first_line(exc)}") from exc
+        if any(i.base_name.startswith("date=") for i in listed):
+            return read_history(where).select(list(schema.MEASUREMENT_COLUMNS))
+    elif candidate.suffix.lower() in (".parquet", ".pq", ".arrow", ".feather", ".ipc"):
         return read_table(candidate)
-    if candidate.is_dir() and any(candidate.glob("date=*")):
+    elif candidate.is_dir() and any(candidate.glob("date=*")):
         return read_history(candidate).select(list(schema.MEASUREMENT_COLUMNS))
 
     items = list(expand((path,), filters=filters))

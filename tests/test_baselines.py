@@ -104,5 +104,9 @@ def test_the_selection_accounts_for_every_run(tmp_path: Path) -> None:
     unlimited = select_baseline(
         table, HistoryPolicy(max_age_days=0), tags={"cluster": "a"}, exclude_keys=mine
     )
-    assert (unlimited.old, unlimited.oldest, len(unlimited.selected)) == ((), None, 3)
+    assert (list(unlimited.old), unlimited.oldest, len(unlimited.selected)) == (
+        [],
+        None,
+        3,
+    )
     assert unlimited.table["runs"].max() == 3

@@ -121,6 +121,7 @@ def test_every_command_has_help(runner: CliRunner) -> None:
         "analyze",
         "check",
         "compare",
+        "history",
         "ideal",
         "ingest",
         "model",
@@ -133,6 +134,9 @@ def test_every_command_has_help(runner: CliRunner) -> None:
         assert command is not None
         assert command.help, name
         assert runner.invoke(cli, [name, "--help"]).exit_code == 0
+    compact = runner.invoke(cli, ["history", "compact", "--help"])
+    assert compact.exit_code == 0
+    assert "Merge the files of each date partition into one." in compact.output
     listed = runner.invoke(cli, ["--help"]).stdout
     assert all(f"  {name} " in listed for name in names)
 

@@ -4,8 +4,12 @@ Scenarios (issue 6, "Done means"): a healthy history then one degraded size; a
 pairwise matrix with one slow host; a truncated log; a missing log; ``#wrong`` > 0;
 a history that gives no baseline (other tags, too old, tonight's own logs, empty or
 not there yet) and the first night. Each asserts the exit status, the size, host or
-message, and that the JUnit, JSON and Prometheus files are valid. Derived logs are made by tests/_derive.py from the real
-2-node H100 log; each test says which transformation it applies.
+message, and that the JUnit, JSON and Prometheus files are valid: the JUnit against the
+Jenkins xUnit schema's shape, the JSON against the shipped JSON Schema and the
+Prometheus text with prometheus_client's parser, no two samples alike (the validators of
+tests/test_monitoring.py; the last two where the test extra is installed). Derived logs
+are made by tests/_derive.py from the real 2-node H100 log; each test says which
+transformation it applies.
 """
 
 from __future__ import annotations
@@ -23,6 +27,13 @@ from click.testing import CliRunner, Result
 from ncclparse.cli.app import cli
 from tests import _derive as derive
 from tests.conftest import FIXTURES
+from tests.test_monitoring import (
+    HAVE_JSONSCHEMA,
+    HAVE_PROMETHEUS,
+    prometheus_samples,
+    validate_check_json,
+    validate_junit,
+)
 
 GIB = 1073741824
 EXAMPLE_LOG = (
@@ -57,6 +68,8 @@ def _check(
         "hosts"
     }  # fmt: skip
     assert document["status"] == ("pass" if result.exit_code == 0 else "fail")
+    if HAVE_JSONSCHEMA:
+        validate_check_json(document)
     _valid_junit(out["xml"].read_text(), document)
     _valid_prometheus(out["prom"].read_text())
     assert out["md"].read_text().startswith("## ncclparse check: ")
@@ -64,7 +77,7 @@ def _check(
 
 
 def _valid_junit(text: str, document: dict[str, Any]) -> None:
-    root = ET.fromstring(text.encode())
+    root = validate_junit(text)
     cases = root.findall("./testsuite/testcase")
     assert len(cases) == len(document["cases"]) == int(root.get("tests", "-1"))
     failures = root.findall("./testsuite/testcase/failure")
@@ -87,6 +100,8 @@ def _valid_prometheus(text: str) -> None:
         else:
             assert _PROM_LINE.match(line), line
             assert re.split(r"[{ ]", line)[0] in typed, line
+    if HAVE_PROMETHEUS:
+        prometheus_samples(text)
 
 
 def _failed(document: dict[str, Any], rule: str) -> list[dict[str, Any]]:
@@ -559,12 +574,15 @@ def test_check_report_shows_slow_host_and_failures(
 def test_junit_testsuites_carries_no_skipped_attribute(
     runner: CliRunner, tmp_path: Path
 ) -> None:
-    """The Jenkins xUnit schema allows `skipped` on <testsuite>, not <testsuites>."""
+    """The Jenkins xUnit schema allows `skipped` on <testsuite>, not <testsuites>;
+    `time` on both (the check's seconds on <testsuites>, 0.000 on each suite)."""
     _check(runner, tmp_path, str(EXAMPLE_LOG))
     root = ET.fromstring((tmp_path / "out.xml").read_bytes())
     assert root.tag == "testsuites"
-    assert sorted(root.attrib) == ["errors", "failures", "name", "tests"]
+    assert sorted(root.attrib) == ["errors", "failures", "name", "tests", "time"]
+    assert re.fullmatch(r"[0-9]+\.[0-9]{3}", root.attrib["time"])
     assert all("skipped" in suite.attrib for suite in root.findall("./testsuite"))
+    assert {suite.get("time") for suite in root.findall("./testsuite")} == {"0.000"}
 
 
 def test_markdown_summary_is_appended(runner: CliRunner, tmp_path: Path) -> None:

@@ -24,6 +24,8 @@ from click.testing import CliRunner
 import ncclparse
 from ncclparse.cli.app import cli
 from ncclparse.health import history as history
+from ncclparse.health.baselines import select_baseline
+from ncclparse.health.rules import HistoryPolicy
 from tests import _derive as derive
 
 NOW = dt.datetime(2026, 3, 1, 2, 0, tzinfo=dt.UTC)
@@ -161,8 +163,11 @@ def test_a_missing_or_empty_history_reads_as_an_empty_table(tmp_path: Path) -> N
     assert {"tags", "ingest_key", "date"} <= set(empty.column_names)
     # A file where the directory should be is not a missing history.
     (tmp_path / "file").write_text("")
-    with pytest.raises(history.HistoryError, match="history directory not found"):
+    with pytest.raises(history.HistoryError) as caught:
         history.read_history(tmp_path / "file", missing_ok=True)
+    assert str(caught.value) == (
+        f"{tmp_path / 'file'}: not a history directory: it is a file"
+    )
 
 
 def test_tags_select_after_the_earliest_ingest_of_each_log(tmp_path: Path) -> None:
@@ -172,7 +177,7 @@ def test_tags_select_after_the_earliest_ingest_of_each_log(tmp_path: Path) -> No
     (tmp_path / ".ncclparse.lock").unlink()
     later = NOW + dt.timedelta(hours=1)
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(history, "_present_keys", lambda directory: set())
+        patch.setattr(history, "_present_keys", lambda *where: set())
         history.ingest(_night(1), tmp_path, tags={"cluster": "b"}, now=later)
     everything = history.read_history(tmp_path)
     assert everything.num_rows == 62
@@ -202,7 +207,8 @@ def test_file_system_without_locks_is_a_clear_error(
         f"{tmp_path / 'h'}: cannot ingest: cannot lock .ncclparse.lock "
         f"({os.strerror(code)}); its file system does not provide file locks (e.g. "
         "NFS without a lock service, Lustre mounted without -o flock): keep the "
-        "history on a file system with locks, such as a local disk"
+        "history on a file system with locks, such as a local disk, or run without "
+        "the lock (--no-lock), one ingest at a time"
     )
     assert not list((tmp_path / "h").rglob("*.parquet"))
 
@@ -344,12 +350,100 @@ def test_ingest_refuses_a_history_with_a_corrupt_file(
     assert str(refused.value) == expected
     assert isinstance(refused.value, ncclparse.InputError)  # as it always was
     assert list(tmp_path.rglob("*.parquet")) == [first.path]  # nothing added
-    # check --history reads it with read_history: the same message.
+    # read_history and check's scan of the window read it: the same message.
     with pytest.raises(history.HistoryError) as unread:
         history.read_history(tmp_path)
     assert str(unread.value) == expected
+
+    def baseline() -> None:  # a bad footer fails the scan, bad pages the rows
+        view = history.scan_history(tmp_path, since=NOW.date().isoformat())
+        select_baseline(view, HistoryPolicy(), today=NOW.date())
+
+    with pytest.raises(history.HistoryError) as scanned:
+        baseline()
+    assert str(scanned.value) == expected
     # ingest on the command line: one line, exit 4 (infrastructure), nothing added.
     args = ["ingest", str(derive.HEALTHY), "--history", str(tmp_path), "-q"]
-    done = CliRunner().invoke(cli, args)
+    done = CliRunner().invoke(cli, [*args, "--date", "2026-03-05"])
     assert (done.exit_code, done.stderr) == (4, f"Error: {expected}\n")
     assert list(tmp_path.rglob("*.parquet")) == [first.path]
+    # An ingest dated beyond LOOKBACK_DAYS reads nothing of that partition: its cost
+    # does not grow with the history (check still reads what it uses of every file).
+    far = NOW.date() + dt.timedelta(days=history.LOOKBACK_DAYS + 1)
+    done = CliRunner().invoke(cli, [*args, "--date", far.isoformat()])
+    assert done.exit_code == 0, done.output
+    assert len(list(tmp_path.rglob("*.parquet"))) == 2
+
+
+def test_a_lock_held_past_the_timeout_is_a_clear_error(tmp_path: Path) -> None:
+    import fcntl
+
+    history.ingest(_night(1), tmp_path, now=NOW)
+    with (tmp_path / ".ncclparse.lock").open("a") as holder:
+        fcntl.flock(holder.fileno(), fcntl.LOCK_EX)  # another ingest, hung
+        with pytest.raises(history.HistoryError) as caught:
+            history.ingest(_night(2), tmp_path, now=NOW, lock_timeout=0.2)
+        assert str(caught.value) == (
+            f"{tmp_path}: cannot ingest: another ingest has held .ncclparse.lock for "
+            "0.2 s; wait for it (or find the one that hangs), or raise --lock-timeout"
+        )
+        # Lock-free (a file system without flock): writes beside the holder.
+        done = history.ingest(_night(2), tmp_path, now=NOW, lock=False)
+        assert done.added == ("night2.log",)
+    # Released: a locked ingest goes ahead (and finds the log already there).
+    again = history.ingest(_night(2), tmp_path, now=NOW, lock_timeout=0.2)
+    assert (again.added, again.skipped) == ((), ("night2.log",))
+
+
+def test_lock_free_ingests_of_one_log_are_read_once(tmp_path: Path) -> None:
+    # Two hosts ingest the same log at once, neither seeing the other's file: both
+    # write it; every reader keeps the earliest ingest's rows.
+    barrier = threading.Barrier(2)
+    real = history._present_keys
+
+    def racing(*where: Any) -> set[str]:
+        found = real(*where)
+        barrier.wait(timeout=10)  # both looked before either wrote
+        return found
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(history, "_present_keys", racing)
+        threads = [
+            threading.Thread(
+                target=history.ingest,
+                args=(_night(1), tmp_path),
+                kwargs={"now": NOW + dt.timedelta(seconds=k), "lock": False},
+            )
+            for k in (0, 1)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+    assert len(list(tmp_path.rglob("*.parquet"))) == 2
+    table = history.read_history(tmp_path)
+    assert table.num_rows == 62
+    assert set(table["ingested_at"].to_pylist()) == {NOW}  # the earlier one
+    view = history.scan_history(tmp_path)
+    assert view.runs.num_rows == 1
+    assert view.rows_of(NOW.date().isoformat()).num_rows == 62
+    assert len(view.later) == 1
+
+
+def test_cli_lock_options(tmp_path: Path, runner: CliRunner) -> None:
+    import fcntl
+
+    args = ["ingest", str(derive.HEALTHY), "--history", str(tmp_path), "-q"]
+    tmp_path.mkdir(exist_ok=True)
+    with (tmp_path / ".ncclparse.lock").open("a") as holder:
+        fcntl.flock(holder.fileno(), fcntl.LOCK_EX)
+        waited = runner.invoke(cli, [*args, "--lock-timeout", "0.1"])
+        assert (waited.exit_code, waited.stderr) == (
+            4,
+            f"Error: {tmp_path}: cannot ingest: another ingest has held "
+            ".ncclparse.lock for 0.1 s; wait for it (or find the one that hangs), "
+            "or raise --lock-timeout\n",
+        )
+        free = runner.invoke(cli, [*args, "--no-lock"])
+        assert free.exit_code == 0, free.output
+        assert "1 added (62 rows)" in free.stderr

@@ -34,6 +34,7 @@ from pathlib import Path
 import pytest
 
 from tests import _derive as derive
+from tests._docs import code_block
 
 ROOT = Path(__file__).parent.parent
 DOC = ROOT / "docs" / "nightly.md"
@@ -71,13 +72,7 @@ _FAKES = {
 
 def _fenced(section: str, language: str) -> str:
     """The first ``language`` code block of the docs section headed ``section``."""
-    text = DOC.read_text()
-    start = text.index(f"\n### {section}\n")
-    end = text.find("\n### ", start + 1)
-    block = re.compile(rf"^```{language}\n(.*?)^```$", re.M | re.S).search(text, start)
-    assert block is not None, f"docs/nightly.md: no {language} block"
-    assert end < 0 or block.start() < end, f"no {language} block under {section!r}"
-    return block.group(1)
+    return code_block("nightly.md", section, language)
 
 
 def _container(yaml: str, name: str) -> str:

@@ -3,12 +3,14 @@ comparison, on a built result: every format names the same cases."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
 import pytest
 
+import ncclparse
 from ncclparse.efficiency import analyze
 from ncclparse.errors import NcclParseError
 from ncclparse.health.cases import Case, Finding
@@ -77,10 +79,18 @@ def test_json_document() -> None:
     ]
 
 
+# As check() and the CLI give it: with the --tag values (hostile too) and the time.
+TAGGED = dataclasses.replace(
+    RESULT, tags={"cluster": 'a3 "x"\\\n', "job": "7"}, seconds=2.5
+)
+
+
 def test_junit_is_valid_xml_with_one_suite_per_rule() -> None:
     root = ET.fromstring(to_junit(RESULT))
     assert root.get("tests") == "3"
     assert root.get("failures") == "1"
+    assert root.get("time") is None  # not measured
+    assert ET.fromstring(to_junit(TAGGED)).get("time") == "2.500"
     suites = {s.get("name"): s for s in root.iter("testsuite")}
     assert set(suites) == {
         "ncclparse.check.integrity",
@@ -93,15 +103,45 @@ def test_junit_is_valid_xml_with_one_suite_per_rule() -> None:
 
 
 def test_prometheus_textfile() -> None:
-    lines = to_prometheus(RESULT, timestamp=1_700_000_000.0).splitlines()
-    assert "ncclparse_check_passed 0" in lines
-    assert 'ncclparse_check_cases{status="fail"} 1' in lines
-    failed = [ln for ln in lines if ln.startswith("ncclparse_check_case_failed{")]
-    assert failed[1] == (
-        'ncclparse_check_case_failed{rule="latency",'
-        'name="all_reduce | <b>\\"x\\"</b>\\nnext\x07"} 1'
+    """Cases counted by identity, never by log (the hostile name is a log's series:
+    it is no label); tags escaped; the check's own metrics without labels."""
+    tags = 'cluster="a3 \\"x\\"\\\\\\n",tag_job="7"'
+    assert to_prometheus(TAGGED, timestamp=1_700_000_000.0) == (
+        "# HELP ncclparse_check_info The check's --tag values and ncclparse's "
+        "version (always 1).\n"
+        "# TYPE ncclparse_check_info gauge\n"
+        f'ncclparse_check_info{{{tags},version="{ncclparse.__version__}"}} 1\n'
+        "# HELP ncclparse_check_passed 1 when every check case passed.\n"
+        "# TYPE ncclparse_check_passed gauge\n"
+        "ncclparse_check_passed 0\n"
+        "# HELP ncclparse_check_cases Check cases by status.\n"
+        "# TYPE ncclparse_check_cases gauge\n"
+        'ncclparse_check_cases{status="pass"} 1\n'
+        'ncclparse_check_cases{status="fail"} 1\n'
+        'ncclparse_check_cases{status="skip"} 1\n'
+        "# HELP ncclparse_check_runs Benchmark runs read (one integrity case each).\n"
+        "# TYPE ncclparse_check_runs gauge\n"
+        "ncclparse_check_runs 1\n"
+        "# HELP ncclparse_check_case_failed Failed check cases of this rule and "
+        "identity (collective, nodes, ranks).\n"
+        "# TYPE ncclparse_check_case_failed gauge\n"
+        f'ncclparse_check_case_failed{{{tags},rule="integrity"}} 0\n'
+        f'ncclparse_check_case_failed{{{tags},rule="latency",collective="all_reduce"}} 1\n'
+        f'ncclparse_check_case_failed{{{tags},rule="slow-host",name="hosts"}} 0\n'
+        "# HELP ncclparse_check_case_count Check cases of this rule and identity "
+        "(collective, nodes, ranks).\n"
+        "# TYPE ncclparse_check_case_count gauge\n"
+        f'ncclparse_check_case_count{{{tags},rule="integrity"}} 1\n'
+        f'ncclparse_check_case_count{{{tags},rule="latency",collective="all_reduce"}} 1\n'
+        f'ncclparse_check_case_count{{{tags},rule="slow-host",name="hosts"}} 1\n'
+        "# HELP ncclparse_check_duration_seconds How long the check took: reading "
+        "the logs and the history, judging.\n"
+        "# TYPE ncclparse_check_duration_seconds gauge\n"
+        "ncclparse_check_duration_seconds 2.5\n"
+        "# HELP ncclparse_check_timestamp_seconds When the check ran.\n"
+        "# TYPE ncclparse_check_timestamp_seconds gauge\n"
+        "ncclparse_check_timestamp_seconds 1700000000.0\n"
     )
-    assert lines[-1] == "ncclparse_check_timestamp_seconds 1700000000.0"
 
 
 def test_markdown_table_escapes_cells() -> None:

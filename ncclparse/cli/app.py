@@ -2,8 +2,8 @@
 
 Library errors (:class:`~ncclparse.errors.NcclParseError`) become one ``Error: ...``
 line here; the commands themselves live in one module per group (``tables``,
-``report``, ``models``, ``nightly``) and are imported only when called, so that
-``ncclparse --help`` stays cheap.
+``report``, ``models``, ``nightly``, ``history``) and are imported only when called,
+so that ``ncclparse --help`` stays cheap.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ _COMMANDS = {
     "check": "ncclparse.cli.nightly",
     "ingest": "ncclparse.cli.nightly",
     "compare": "ncclparse.cli.nightly",
+    "history": "ncclparse.cli.history",
 }
 
 

@@ -5,6 +5,7 @@ See docs/nightly.md; the commands are loaded only when called (ncclparse.cli.app
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 import time
 from collections.abc import Callable
@@ -16,11 +17,13 @@ import click
 from ncclparse.cli.options import (
     FILTERS,
     INPUTS,
+    LOCKING,
     OUTPUT_FILE,
     QUIET,
     command_line,
     exit_on,
     hardware_options,
+    history_option,
     parse_inputs,
 )
 
@@ -62,6 +65,36 @@ def _tags_option(
     return tags
 
 
+def _pushgateway_option(
+    ctx: click.Context, param: click.Parameter, value: str | None
+) -> str | None:
+    """A Pushgateway URL; without prometheus_client, a usage error (exit 2)."""
+    from urllib.parse import urlsplit
+
+    if not value:
+        return None
+    url = urlsplit(value)
+    if url.scheme not in ("http", "https") or not url.netloc:
+        raise click.BadParameter(
+            f"{value!r} is not an http:// or https:// URL", ctx, param
+        )
+    try:
+        import prometheus_client  # noqa: F401
+    except ImportError:
+        raise click.UsageError(
+            "--pushgateway needs prometheus_client: pip install "
+            "'ncclparse[pushgateway]'",
+            ctx,
+        ) from None
+    return value
+
+
+def _job_option(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    if not value:  # the Pushgateway refuses an empty job name
+        raise click.BadParameter("the job name is empty", ctx, param)
+    return value
+
+
 _TAG = click.option(
     "--tag",
     "tags",
@@ -80,14 +113,10 @@ _TAG = click.option(
     show_envvar=True,
     help="TOML rules file (docs/check-json.md). Default: built-in rules.",
 )
-@click.option(
-    "--history",
-    "history_dir",
-    type=click.Path(file_okay=False, path_type=Path),
-    envvar="NCCLPARSE_HISTORY",
-    show_envvar=True,
-    help="History dataset (from `ingest`) to judge against; a history that gives no "
-    "baseline fails the check.",
+@history_option(
+    "History dataset (from `ingest`) to judge against, a directory or a URI "
+    "(s3://, gs://, abfs://, file://); a history that gives no baseline fails the "
+    "check.",
 )
 @_TAG
 @click.option(
@@ -110,6 +139,24 @@ _TAG = click.option(
     "--prometheus", type=OUTPUT_FILE, help="Write a Prometheus textfile here."
 )
 @click.option(
+    "--pushgateway",
+    metavar="URL",
+    callback=_pushgateway_option,
+    envvar="NCCLPARSE_PUSHGATEWAY",
+    show_envvar=True,
+    help="Push the Prometheus metrics to this Pushgateway (http:// or https://), "
+    "grouped by --pushgateway-job and the --tag values. Needs "
+    "pip install 'ncclparse[pushgateway]'.",
+)
+@click.option(
+    "--pushgateway-job",
+    metavar="NAME",
+    default="ncclparse",
+    show_default=True,
+    callback=_job_option,
+    help="The job label of the Pushgateway group.",
+)
+@click.option(
     "--markdown",
     type=OUTPUT_FILE,
     help='Append a Markdown summary to this file (e.g. "$GITHUB_STEP_SUMMARY", '
@@ -128,13 +175,15 @@ _TAG = click.option(
 def check(
     inputs: tuple[str, ...],
     rules: Path | None,
-    history_dir: Path | None,
+    history_dir: str | None,
     tags: dict[str, str],
     first_night: bool,
     expect_history: bool,
     junit: Path | None,
     json_path: Path | None,
     prometheus: Path | None,
+    pushgateway: str | None,
+    pushgateway_job: str,
     markdown: Path | None,
     report_path: Path | None,
     verbose: bool,
@@ -150,14 +199,15 @@ def check(
     an internal error; 2 usage or configuration (an unreadable rules file, a bad
     hardware option, a missing history directory without --first-night); 4 the
     check could not complete for the machine's sake (an output that cannot be
-    written, a history that cannot be read). The outputs are written all or
-    nothing; when the check cannot complete (2, 4, an internal error) they are
-    replaced by failing ones.
+    written, a history that cannot be read, a push to --pushgateway that failed).
+    The outputs are written all or nothing, then pushed; when the check cannot
+    complete (2, 4, an internal error) they are replaced by failing ones.
     """
     from ncclparse.health.history import HistoryError
     from ncclparse.health.outputs import to_text, write_all
 
-    outputs = _Outputs(junit, json_path, prometheus, markdown, report_path)
+    push = None if pushgateway is None else _Push(pushgateway, pushgateway_job, tags)
+    outputs = _Outputs(junit, json_path, prometheus, markdown, report_path, push)
     try:
         outcome, files = _judge(
             inputs,
@@ -172,6 +222,7 @@ def check(
             write_all(files)
         except Exception as exc:
             raise _OutputError(str(exc)) from exc
+        _push(outputs, outcome)
     except click.UsageError as exc:  # configuration found bad late: still exit 2
         _write_failed(outputs, exc.format_message())
         raise
@@ -189,7 +240,7 @@ def check(
 class _History(NamedTuple):
     """What ``check`` was told of the history."""
 
-    directory: Path | None
+    directory: str | None
     tags: dict[str, str]
     first_night: bool
     expect: bool
@@ -201,6 +252,48 @@ class _Outputs(NamedTuple):
     prometheus: Path | None
     markdown: Path | None
     report: Path | None
+    pushgateway: _Push | None = None
+
+
+class _Push(NamedTuple):
+    """Where --pushgateway pushes: the group of the job and the --tag values."""
+
+    url: str
+    job: str
+    tags: dict[str, str]
+
+
+class _PushError(_OutputError):
+    """The push to --pushgateway failed (exit 4)."""
+
+
+def _push(outputs: _Outputs, outcome: Any) -> None:
+    """Push ``outcome``'s metrics to --pushgateway, when given; a _PushError when
+    the push fails."""
+    from ncclparse.health.outputs import push_metrics
+
+    if outputs.pushgateway is None:
+        return
+    url, job, _ = outputs.pushgateway
+    try:
+        push_metrics(outcome, url, job=job, timestamp=time.time())
+    except OSError as exc:
+        raise _PushError(f"{url}: cannot push to the Pushgateway: {_why(exc)}") from exc
+
+
+def _why(exc: Exception) -> str:
+    """Why a push failed: the gateway's answer, or the network's."""
+    from urllib.error import HTTPError, URLError
+
+    if isinstance(exc, HTTPError):
+        try:
+            said = exc.read().decode("utf-8", errors="replace").strip()
+        except OSError:
+            said = ""
+        return f"HTTP {exc.code} {exc.reason}" + (f": {said}" if said else "")
+    if isinstance(exc, URLError):
+        return str(exc.reason)
+    return str(exc) or type(exc).__name__
 
 
 def _judge(
@@ -214,17 +307,24 @@ def _judge(
     """Read, judge and render everything ``check`` writes, writing nothing: the
     result and each output file's text by path."""
     from ncclparse.errors import ProfileError
+    from ncclparse.health.baselines import window_start
     from ncclparse.health.check import check as run_check
-    from ncclparse.health.history import read_history, source_keys
+    from ncclparse.health.history import scan_history, source_keys
     from ncclparse.health.outputs import render_outputs
 
     name = _history_name(given)
     notes: list[Any] = []
     quiet, filters = reading
+    started = time.monotonic()  # the check's time, in the JUnit and the metrics
     result, failures = parse_inputs(inputs, quiet, notes=notes, filters=filters)
     history = None
     if given.directory is not None:
-        history = read_history(given.directory, missing_ok=given.first_night)
+        history = scan_history(
+            given.directory,
+            since=window_start(rules.history),
+            with_tags=bool(given.tags),
+            missing_ok=given.first_night,
+        )
     keys = frozenset(source_keys(result).values())
     try:
         outcome = run_check(
@@ -242,6 +342,7 @@ def _judge(
         )
     except ProfileError as exc:  # a bad hardware option is configuration: exit 2
         raise click.UsageError(str(exc)) from exc
+    outcome = dataclasses.replace(outcome, seconds=time.monotonic() - started)
     for case in outcome.cases:
         if case.rule == "history" and case.name == "baseline" and case.status == "skip":
             click.echo(f"Note: {case.message}", err=True)  # the first night, said loud
@@ -251,6 +352,7 @@ def _judge(
         json_path=outputs.json_path,
         prometheus=outputs.prometheus,
         markdown=outputs.markdown,
+        roots=inputs,  # JUnit names are relative to them, stable night to night
     )
     if outputs.markdown is not None:
         files[outputs.markdown] = _appended(outputs.markdown, files[outputs.markdown])
@@ -276,8 +378,10 @@ def _history_name(given: _History) -> str:
         if given.first_night:
             raise click.UsageError("--first-night needs --history")
         return "the history"
-    if given.directory.exists():
-        return str(given.directory)
+    from ncclparse.health.history import history_exists
+
+    if history_exists(given.directory):
+        return given.directory
     if not given.first_night:
         raise click.UsageError(
             f"{given.directory}: history directory not found (on the first night, "
@@ -301,6 +405,8 @@ def _give_up(
             "please report it)"
         )
     message = " ".join(message.split())  # one line, whatever the exception says
+    if isinstance(exc, _PushError):  # the gateway would refuse the failing push too
+        outputs = outputs._replace(pushgateway=None)
     _write_failed(outputs, message)
     click.echo(f"Error: {message}", err=True)
     sys.exit(status)
@@ -322,11 +428,13 @@ def _appended(path: Path | None, text: str) -> str:
 
 def _write_failed(outputs: _Outputs, message: str) -> None:
     """Write each requested output as a failed check saying ``message``, each on its
-    own (one that cannot be written does not keep the others from being replaced);
-    a file that cannot be written is named on stderr."""
+    own (one that cannot be written does not keep the others from being replaced),
+    then push it to --pushgateway; a file that cannot be written, or a push that
+    fails, is named on stderr."""
     from ncclparse.health.check import error_result
     from ncclparse.health.outputs import (
         error_html,
+        push_metrics,
         to_json,
         to_junit,
         to_markdown,
@@ -356,6 +464,19 @@ def _write_failed(outputs: _Outputs, message: str) -> None:
         except Exception as exc:
             if str(exc) != message:  # else said once, by the caller
                 click.echo(f"Error: {exc}", err=True)
+    if outputs.pushgateway is not None:  # the gateway keeps the last push: replace it
+        url, job, tags = outputs.pushgateway
+        try:
+            push_metrics(
+                dataclasses.replace(failed, tags=tags),
+                url,
+                job=job,
+                timestamp=time.time(),
+            )
+        except Exception as exc:
+            click.echo(
+                f"Error: {url}: cannot push to the Pushgateway: {_why(exc)}", err=True
+            )
 
 
 # What the Prometheus textfile says when even its renderer failed.
@@ -368,14 +489,10 @@ _PROMETHEUS_FAILED = (
 
 @click.command()
 @INPUTS
-@click.option(
-    "--history",
-    "history_dir",
+@history_option(
+    "History dataset: a directory (created if missing) or a URI (s3://, "
+    "gs://, abfs://, file://).",
     required=True,
-    type=click.Path(file_okay=False, path_type=Path),
-    envvar="NCCLPARSE_HISTORY",
-    show_envvar=True,
-    help="History dataset directory (created if missing).",
 )
 @_TAG
 @click.option(
@@ -383,13 +500,16 @@ _PROMETHEUS_FAILED = (
     type=click.DateTime(formats=["%Y-%m-%d"]),
     help="Partition date (default: today, UTC).",
 )
+@LOCKING
 @FILTERS
 @QUIET
 def ingest(
     inputs: tuple[str, ...],
-    history_dir: Path,
+    history_dir: str,
     tags: dict[str, str],
     date: Any,
+    lock: bool,
+    lock_timeout: float,
     filters: Filters,
     quiet: bool,
 ) -> None:
@@ -404,7 +524,12 @@ def ingest(
     result, failures = parse_inputs(inputs, quiet, filters=filters)
     try:
         done = add_to_history(
-            result, history_dir, tags=tags, date=date.date() if date else None
+            result,
+            history_dir,
+            tags=tags,
+            date=date.date() if date else None,
+            lock=lock,
+            lock_timeout=lock_timeout,
         )
     except HistoryError as exc:
         click.echo(f"Error: {exc}", err=True)

@@ -161,6 +161,65 @@ def input_filters(command: Callable[..., Any]) -> Callable[..., Any]:
 FILTERS = input_filters
 
 
+# URI schemes pyarrow.fs.FileSystem.from_uri knows (abfs from pyarrow 16 on).
+URI_SCHEMES = ("s3", "gs", "gcs", "abfs", "abfss", "hdfs", "viewfs", "file")
+
+
+def _location(ctx: Any, param: Any, value: str | None) -> str | None:
+    """A directory or a URI (``scheme://...``) of a scheme pyarrow can open; a
+    URI of another scheme is a usage error (exit 2), before anything is read."""
+    if value is None:
+        return None
+    scheme, found, _ = value.partition("://")
+    named = found and scheme.isascii() and scheme.replace("+", "").isalnum()
+    if named and scheme.lower() not in URI_SCHEMES:
+        known = ", ".join(f"{s}://" for s in URI_SCHEMES)
+        message = f"{value}: unknown URI scheme {scheme!r} (one of {known})"
+        raise click.BadParameter(message, ctx, param)
+    return value
+
+
+LOCATION: dict[str, Any] = {"metavar": "DIR|URI", "callback": _location}
+
+
+def history_option(help: str, *, required: bool = False) -> Callable[..., Any]:
+    """``--history DIR|URI`` (``history_dir``), defaulting to NCCLPARSE_HISTORY."""
+    return click.option(
+        "--history",
+        "history_dir",
+        required=required,
+        envvar="NCCLPARSE_HISTORY",
+        show_envvar=True,
+        help=help,
+        **LOCATION,
+    )
+
+
+def history_locking(command: Callable[..., Any]) -> Callable[..., Any]:
+    """``--lock/--no-lock`` and ``--lock-timeout`` for commands that write a history
+    (passed as ``lock`` and ``lock_timeout``)."""
+    command = click.option(
+        "--lock-timeout",
+        type=click.FloatRange(min=0),
+        default=600.0,
+        show_default=True,
+        envvar="NCCLPARSE_LOCK_TIMEOUT",
+        show_envvar=True,
+        help="Seconds to wait for another ingest's lock on a local history.",
+    )(command)
+    return click.option(
+        "--lock/--no-lock",
+        default=True,
+        show_default=True,
+        help="Lock a local history while writing. --no-lock: for file systems "
+        "without flock (run one ingest at a time); object stores are never locked, "
+        "and readers keep each log's earliest ingest.",
+    )(command)
+
+
+LOCKING = history_locking
+
+
 def hardware_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """Add the hardware options to ``command``, which receives them as one
     ``hardware`` value (:class:`ncclparse.efficiency.HardwareOptions`)."""

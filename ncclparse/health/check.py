@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import datetime as dt
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
@@ -25,7 +25,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ncclparse.api import ParseResult
-from ncclparse.columns import key_text
+from ncclparse.columns import frame, key_text, rows_by_run, run_rows
 from ncclparse.efficiency import Analysis, HardwareOptions, analyze
 from ncclparse.efficiency.fits import STILL_RISING
 from ncclparse.formatting import format_bytes, series_label
@@ -67,12 +67,17 @@ ACCEPT_UNJUDGED = (
 class CheckResult:
     """Cases in a stable order, hosts ranked by :func:`ncclparse.health.blame.blame`
     and the efficiency analysis the cases were judged on (for reports). ``error``
-    is why the check could not complete (:func:`error_result`), else None."""
+    is why the check could not complete (:func:`error_result`), else None. ``tags``
+    are the ``tags`` given to :func:`check` (what identifies the cluster: the
+    outputs label their metrics with them); ``seconds`` is how long the check
+    took, when the caller measured it (the CLI does), else None."""
 
     cases: tuple[Case, ...]
     hosts: tuple[HostScore, ...]
     analysis: Analysis
     error: str | None = None
+    tags: Mapping[str, str] = field(default_factory=dict)
+    seconds: float | None = None
 
     @property
     def assumptions(self) -> tuple[str, ...]:
@@ -130,7 +135,11 @@ def check(
     if not runs:
         failed = [input_case(exc).source or "" for exc in input_failures]
         cases.append(no_run_case(list(dict.fromkeys([*failed, *result.accounting]))))
-    cases += [integrity_case(run, rows) for run in runs.values()]
+    row_groups = rows_by_run(rows)
+    cases += [
+        integrity_case(run, run_rows(row_groups, rows, run["source"], run["run"]))
+        for run in runs.values()
+    ]
     cases += expect_cases(rows, rules, [r["source"] for r in runs.values()])
     chosen = base = None
     if history is not None:
@@ -152,11 +161,14 @@ def check(
             chosen, rules.history, first_night=first_night, name=history_name
         )
     if base is not None:
-        for key, group in series:
-            cases.append(_history_case(rules, context(key, runs), group, base))
+        lookup = _Lookup.of(base, rules.history.min_runs)
+        points = _per_size(rows)
+        for key, _ in series:
+            mine = points.get(_nan_free(key), [])
+            cases.append(_history_case(rules, context(key, runs), mine, lookup))
     ranked = blame(run_scores(result.measurements, result.runs), rules.blame)
     cases += _blame_cases(ranked, len(runs))
-    return CheckResult(tuple(cases), ranked, analysis)
+    return CheckResult(tuple(cases), ranked, analysis, tags=dict(tags or {}))
 
 
 def error_result(message: str) -> CheckResult:
@@ -176,12 +188,13 @@ def verdict_cases(
     when a series stops before bandwidth can be judged (:func:`unjudged`; skipped
     instead with ``policy.unjudged = "skip"``); skip when nothing was judged on
     efficiency (status and data are integrity cases); else pass."""
-    rows = analysis.rows.to_pandas()
-    fits = analysis.fits.to_pandas()
+    rows = frame(analysis.rows)
+    fits = frame(analysis.fits)
+    row_groups, fit_groups = rows_by_run(rows), rows_by_run(fits)
     cases = []
     for (source, run), facts in runs.items():
-        mine = rows[(rows["source"] == source) & (rows["run"] == run)]
-        my_fits = fits[(fits["source"] == source) & (fits["run"] == run)]
+        mine = run_rows(row_groups, rows, source, run)
+        my_fits = run_rows(fit_groups, fits, source, run)
         verdict = judge_run(facts, mine, policy, my_fits)
         said = [f for f in verdict.findings if f.aspect == "efficiency"]
         worst = verdict.worst("efficiency")
@@ -277,10 +290,10 @@ def _frame(rows: pa.Table) -> pd.DataFrame:
         "cputime",
         "grouped",
     ]
-    frame = rows.select(wanted).to_pandas()
+    table = frame(rows.select(wanted))
     # busbw_gbps is the recomputed busbw from here on; the printed figures keep their
     # own names (integrity compares them).
-    frame = frame.rename(
+    table = table.rename(
         columns={
             "algbw_gbps": "algbw_printed_gbps",
             "busbw_gbps": "busbw_printed_gbps",
@@ -288,8 +301,8 @@ def _frame(rows: pa.Table) -> pd.DataFrame:
         }
     )
     for name in ("collective", "redop", "root", "nranks", "nnodes"):
-        frame[name] = key_text(rows[name])
-    return frame
+        table[name] = key_text(rows[name])
+    return table
 
 
 def _rule_case(rule: Rule, ctx: dict[str, Any], group: pd.DataFrame) -> Case:
@@ -341,34 +354,77 @@ def _rule_case(rule: Rule, ctx: dict[str, Any], group: pd.DataFrame) -> Case:
     )
 
 
-def _history_case(
-    rules: Rules, ctx: dict[str, Any], group: pd.DataFrame, base: pd.DataFrame
-) -> Case:
-    policy = rules.history
-    name = f"{ctx['label']} [{ctx['source']}#{ctx['run']}]"
-    common = {k: ctx[k] for k in ("source", "run", "hosts", "collective")}
-    usable = group[~group["cputime"] & ~group["grouped"] & (group["size_bytes"] > 0)]
-    usable = usable.groupby("size_bytes", as_index=False).agg(
+@dataclass(frozen=True, slots=True)
+class _Lookup:
+    """A baseline table (:func:`baselines`) as dictionaries: its rows by
+    BASELINE_KEYS, and per series (the keys but size) the sizes with enough runs.
+    A MultiIndex look-up per size took 10 s at 1,000 logs."""
+
+    rows: dict[tuple[Any, ...], dict[str, Any]]
+    sizes: dict[tuple[Any, ...], list[int]]
+
+    @classmethod
+    def of(cls, base: pd.DataFrame, min_runs: int) -> _Lookup:
+        rows: dict[tuple[Any, ...], dict[str, Any]] = {}
+        sizes: dict[tuple[Any, ...], list[int]] = {}
+        for index, record in zip(base.index, base.to_dict("records"), strict=True):
+            key = cast("tuple[Any, ...]", index)
+            row = cast("dict[str, Any]", record)
+            rows[key] = row
+            if row["runs"] >= min_runs:
+                sizes.setdefault(key[:-1], []).append(int(key[-1]))
+        return cls(rows, sizes)
+
+
+def _per_size(rows: pd.DataFrame) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+    """Per series (SERIES_KEYS), its sizes with the median time and busbw of their
+    rows and the regime of the first: the points judged against the baseline. One
+    grouping for all series: one per series took seconds at 1,000 logs."""
+    usable = rows[~rows["cputime"] & ~rows["grouped"] & (rows["size_bytes"] > 0)]
+    sizes = usable.groupby([*SERIES_KEYS, "size_bytes"], dropna=False).agg(
         time_us=("time_us", "median"),
         busbw_gbps=("busbw_gbps", "median"),
         regime=("regime", "first"),
     )
+    found: dict[tuple[Any, ...], list[dict[str, Any]]] = {}
+    for index, record in zip(sizes.index, sizes.to_dict("records"), strict=True):
+        key = cast("tuple[Any, ...]", index)
+        point = cast("dict[str, Any]", record)
+        point["size_bytes"] = int(key[-1])
+        found.setdefault(_nan_free(key[:-1]), []).append(point)
+    return found
+
+
+def _nan_free(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    """A group key with missing values (NaN, None) as None, so keys of two
+    groupings of the same rows compare equal (NaN != NaN)."""
+    return tuple(
+        None if v is None or (isinstance(v, float) and v != v) else v for v in key
+    )
+
+
+def _history_case(
+    rules: Rules, ctx: dict[str, Any], points: list[dict[str, Any]], base: _Lookup
+) -> Case:
+    """The ``history`` case of one series from its ``points`` (:func:`_per_size`)."""
+    policy = rules.history
+    name = f"{ctx['label']} [{ctx['source']}#{ctx['run']}]"
+    common = {k: ctx[k] for k in ("source", "run", "hosts", "collective")}
     series = dict(zip(SERIES_KEYS, ctx["key"], strict=True))
     findings, checked, thin, missing = [], 0, 0, []
-    for row in usable.itertuples():
-        # The aggregation above: int64 size_bytes (never null), float64 medians.
-        size_bytes = cast(int, row.size_bytes)
-        time_us = cast(float, row.time_us)
-        busbw_gbps = cast(float, row.busbw_gbps)
+    for row in points:
+        size_bytes = cast(int, row["size_bytes"])
+        time_us = float(row["time_us"])
+        busbw_gbps = float(row["busbw_gbps"])
         index = (*(series[k] for k in BASELINE_KEYS[:-1]), size_bytes)
-        if index not in base.index:
+        b = base.rows.get(index)
+        if b is None:
             continue
-        b = base.loc[index]
         if b["runs"] < policy.min_runs:
             thin += 1
             continue
         checked += 1
-        if row.regime == "bandwidth-bound" and np.isfinite(busbw_gbps):
+        if row["regime"] == "bandwidth-bound" and np.isfinite(busbw_gbps):
             allowed = max(
                 policy.mad_k * 1.4826 * b["busbw_mad"],
                 policy.min_drop * b["busbw_median"],
@@ -402,15 +458,10 @@ def _history_case(
                 )
     # A size the baseline always had but tonight's run lacks is a failure: a run cut
     # short ("Reducing maxBytes") must not pass on the sizes it still has.
-    if len(base):
+    if base.rows:
         prefix = tuple(series[k] for k in BASELINE_KEYS[:-1])
-        # baselines() indexes by BASELINE_KEYS: a MultiIndex (the stubs say Index).
-        same_series = cast(pd.MultiIndex, base.index).droplevel(-1) == prefix
-        wanted = base[same_series & (base["runs"] >= policy.min_runs).to_numpy()]
-        have = set(usable["size_bytes"])
-        missing = sorted(
-            int(s) for s in wanted.index.get_level_values(-1) if s not in have
-        )
+        have = {row["size_bytes"] for row in points}
+        missing = sorted(s for s in base.sizes.get(prefix, []) if s not in have)
     if not checked and not missing:
         why = (
             f"{thin} size(s) with fewer than {policy.min_runs} runs" if thin else "none"

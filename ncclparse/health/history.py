@@ -5,43 +5,56 @@ Layout: ``DIR/date=YYYY-MM-DD/<UTC time>-<ingest id>.parquet``, Hive-style, so p
 DuckDB, Spark and ``pyarrow.dataset`` read it as one table with a ``date`` column. Each
 row is a ``measurements`` row plus the run's ``hosts`` and ``status``, the ingest's
 ``tags`` (map<string, string>), ``ingest_key``, ``ingest_id`` and ``ingested_at``.
+``DIR`` is a local directory or an object-store URI (``s3://bucket/history``;
+:mod:`ncclparse.locations`).
 
 Guarantees, and how they are kept:
 
 * Idempotent: ``ingest_key`` is the SHA-256 of the source's bytes (of its parsed rows
-  for standard input, which cannot be read twice). A source whose key is already in
-  the dataset is skipped, whatever its name or tags this time.
+  for standard input and remote sources, which are not read twice). A source whose
+  key is in a partition within :data:`LOOKBACK_DAYS` of the ingest's date is
+  skipped, whatever its name or tags this time; looking only there keeps an
+  ingest's cost independent of the history's size. A log ingested again later is
+  stored again and read once (below).
 * Concurrent ingests lose nothing: each ingest writes one new, uniquely named file and
-  never rewrites one; the look-up of existing keys and the write happen under an
-  exclusive ``fcntl`` lock on ``DIR/.ncclparse.lock``. Where locks do not work (some
-  network file systems), two ingests of the same log may both write it;
-  :func:`read_history` then keeps the rows of the earliest ingest of each key.
-* Interrupted ingests leave no broken file: files are written to a hidden temporary
-  name and renamed when complete (:func:`ncclparse.storage.atomic_output`); dataset
-  readers skip names starting with ``.``. An ingest killed outright (``kill -9``)
-  leaves its temporary file: the next ingest removes those untouched for
-  :data:`STALE_AFTER` seconds (under the lock, so no live ingest owns them) and says
-  how many (:attr:`IngestReport.removed`).
-* A corrupt file is never built on: ingest reads every file of the dataset before
-  adding to it, as :func:`read_history` (``check --history``) does, and refuses with
-  a HistoryError naming the file.
+  never rewrites one; on a local file system the look-up of existing keys and the
+  write happen under an exclusive ``fcntl`` lock on ``DIR/.ncclparse.lock``, waited
+  for up to a timeout. Object stores have no locks, and neither has a file system
+  mounted without them when the user says so (``lock=False``): two ingests of the
+  same log may then both write it, and every reader keeps the rows of the earliest
+  ingest of each key.
+* Interrupted ingests leave no broken file: local files are written to a hidden
+  temporary name and renamed when complete (:func:`ncclparse.storage.atomic_output`),
+  objects are uploaded whole; dataset readers skip names starting with ``.``. An
+  ingest killed outright (``kill -9``) leaves its temporary file: the next locked
+  ingest removes those untouched for :data:`STALE_AFTER` seconds and says how many
+  (:attr:`IngestReport.removed`).
+* A corrupt file is not built on: ingest reads every column of the files it looks
+  keys up in, and ``check`` the columns it uses of every file; either refuses with a
+  HistoryError naming the file.
 * A history it cannot read, write or lock (a corrupt file, read-only, no permission,
-  a file system without ``flock``) is a :class:`HistoryError` naming the directory and
-  what to do, not a traceback: a fault of the machine or its setup, not of the logs
-  (``check`` and ``ingest`` exit 4).
+  a file system without ``flock``, a lock held past the timeout) is a
+  :class:`HistoryError` naming the directory and what to do, not a traceback: a fault
+  of the machine or its setup, not of the logs (``check`` and ``ingest`` exit 4).
+* Reading scales with what is asked: :func:`scan_history` reads a few columns of
+  every file for the account of runs and the baseline's rows only from the
+  partitions of the window (a year of nightly history of 1,000 logs: see
+  ``benchmarks/README.md``); :func:`compact` merges a partition's files into one.
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import errno
 import fcntl
 import hashlib
 import os
 import re
+import time
 import uuid
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Collection, Iterator, Mapping
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, cast
 
@@ -50,24 +63,35 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 
 from ncclparse import schema
 from ncclparse.api import ParseResult
-from ncclparse.columns import fill_null
+from ncclparse.columns import fill_null, key_codes
 from ncclparse.errors import InputError
-from ncclparse.storage import atomic_output, remove_stale_temporaries
+from ncclparse.locations import Location, location
+from ncclparse.storage import remove_stale_temporaries
 
 __all__ = [
     "HISTORY_FIELDS",
+    "LOCK_TIMEOUT",
+    "LOOKBACK_DAYS",
     "STALE_AFTER",
+    "CompactReport",
     "HistoryError",
+    "HistoryView",
     "IngestReport",
+    "compact",
     "has_tags",
+    "history_exists",
     "ingest",
     "read_history",
+    "scan_history",
     "select_tags",
     "source_keys",
+    "usable",
+    "view_of",
 ]
 
 HISTORY_FIELDS: tuple[pa.Field[pa.DataType], ...] = (
@@ -86,23 +110,91 @@ _PARTITIONING = ds.partitioning(pa.schema([("date", pa.string())]), flavor="hive
 # Reading with the full schema makes an empty dataset readable and lets files written
 # by a later version (with added columns) be read alongside older ones.
 _READ_SCHEMA = pa.schema([*HISTORY_SCHEMA, pa.field("date", pa.string())])
+# Scans read repeated text as dictionaries: a year of ingest keys as plain strings
+# is GBs. Files are read into the scan schema whatever types they were written with.
+_DICTIONARY_COLUMNS = (
+    "tool",
+    "collective",
+    "dtype",
+    "redop",
+    "placement",
+    "device",
+    "status",
+    "wrong_kind",
+    "ingest_key",
+    "ingest_id",
+)
+_FORMAT = ds.ParquetFileFormat(
+    read_options=ds.ParquetReadOptions(dictionary_columns=list(_DICTIONARY_COLUMNS))
+)
+_SCAN_SCHEMA = pa.schema(
+    [
+        pa.field(f.name, pa.dictionary(pa.int32(), f.type), f.nullable)
+        if f.name in _DICTIONARY_COLUMNS
+        else f
+        for f in _READ_SCHEMA
+    ]
+)
 _LOCK = ".ncclparse.lock"
 _SOURCE_PREFIX = re.compile(r"^Could not open Parquet input source '[^']*': ")
+_PARTITION = re.compile(r"^date=(\d{4}-\d{2}-\d{2})$")
+_DATE_IN_PATH = re.compile(r"(?:^|/)date=(\d{4}-\d{2}-\d{2})/")
 # An ingest writes one file in seconds; a temporary file untouched this long (seconds)
 # whose ingest no longer holds the lock was left by a killed one.
 STALE_AFTER = 3600.0
+# How long (seconds) an ingest waits for another one's lock before giving up.
+LOCK_TIMEOUT = 600.0
+# An ingest looks its keys up in the partitions this many days either side of its
+# date: a log is re-ingested within days (a re-run job), and the look-up must not
+# grow with the history.
+LOOKBACK_DAYS = 7
+# Batches of the scans: large enough for Arrow's kernels, small for memory.
+_BATCH = 1 << 17
+# What the account of runs reads of every file, and the baseline of the window.
+_RUN_COLUMNS = (
+    "ingest_key",
+    "ingest_id",
+    "ingested_at",
+    "run",
+    "date",
+    "status",
+    "size_bytes",
+    "wrong_kind",
+    "wrong",
+    "cputime",
+    "grouped",
+)
+ROW_COLUMNS = (
+    *schema.SHAPE_KEYS,
+    "size_bytes",
+    "time_us",
+    "algbw_gbps",
+    "busbw_gbps",
+    "grouped",
+    "cputime",
+    "wrong_kind",
+    "wrong",
+    "device",
+    "status",
+    "run",
+    "ingest_key",
+    "ingest_id",
+    "ingested_at",
+    "date",
+)
 
 
 class HistoryError(InputError):
-    """The history directory cannot be found, read, written or locked: a fault of the
-    machine or its setup, not of the logs (``check`` and ``ingest`` exit 4)."""
+    """The history cannot be found, read, written or locked: a fault of the machine
+    or its setup, not of the logs (``check`` and ``ingest`` exit 4)."""
 
 
 @dataclass(frozen=True, slots=True)
 class IngestReport:
     """What :func:`ingest` did: sources added, skipped (already present) and empty
-    (no measurement to store), the file written (None when nothing was new), the
-    number of rows in it and the stale temporary files of killed ingests removed."""
+    (no measurement to store), the file written (``written``: its path or URI, None
+    when nothing was new; ``path``: the same as a Path when local), the number of
+    rows in it and the stale temporary files of killed ingests removed."""
 
     added: tuple[str, ...]
     skipped: tuple[str, ...]
@@ -110,19 +202,50 @@ class IngestReport:
     path: Path | None
     rows: int
     removed: tuple[Path, ...] = ()
+    written: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class HistoryView:
+    """What a check needs of a history, read without holding all of it.
+
+    ``runs``: one row per run of the whole history (columns ``ingest_key``,
+    ``ingest_id``, ``run``, ``date``, ``ingested_at``, ``usable``: has a row a
+    baseline may use, see :func:`usable`), the later ingests of a log left out;
+    ``tags``: each ingest's tags by ``ingest_id``; ``dates``: the history's
+    dates (ISO) from ``since`` on (all when None), newest first, whose rows
+    :meth:`rows_of` reads.
+    """
+
+    runs: pa.Table
+    tags: dict[str, dict[str, str]]
+    dates: tuple[str, ...]
+    read: Callable[[str], pa.Table] = field(repr=False)
+    later: pa.Array[Any] = field(repr=False)
+    since: str | None = None
+
+    def rows_of(self, date: str, ingests: Collection[str] | None = None) -> pa.Table:
+        """The rows (:data:`ROW_COLUMNS`) of ``date``, of the ``ingests`` given
+        (all when None), each log's earliest ingest only. Raises HistoryError when
+        a file of that date cannot be read."""
+        rows = self.read(date)
+        if ingests is not None:
+            wanted = pa.array(sorted(ingests), pa.string())
+            rows = rows.filter(pc.is_in(_text(rows["ingest_id"]), value_set=wanted))
+        return _without(rows, self.later)
 
 
 def source_keys(result: ParseResult) -> dict[str, str]:
     """Return each parsed source's idempotence key: SHA-256 hex of its bytes.
 
-    Standard input (``-``) and sources that are no longer readable are keyed by a hash
-    of their parsed rows instead (without the ``source`` column), which is as stable
-    as the parser.
+    Standard input (``-``) and sources that are not local files (any more) are keyed
+    by a hash of their parsed rows instead (without the ``source`` column), which is
+    as stable as the parser.
     """
     keys = {}
     for name in result.accounting:
         path = Path(name)
-        if name != "-" and path.is_file():
+        if name != "-" and "://" not in name and path.is_file():
             digest = hashlib.sha256()
             with path.open("rb") as handle:
                 for chunk in iter(lambda: handle.read(1 << 20), b""):
@@ -135,34 +258,36 @@ def source_keys(result: ParseResult) -> dict[str, str]:
 
 def ingest(
     result: ParseResult,
-    directory: Path,
+    directory: Path | str | Location,
     *,
     tags: Mapping[str, str] | None = None,
     date: dt.date | None = None,
     now: dt.datetime | None = None,
+    lock: bool = True,
+    lock_timeout: float = LOCK_TIMEOUT,
 ) -> IngestReport:
-    """Append the sources of ``result`` not yet in the dataset at ``directory``.
+    """Append the sources of ``result`` not yet in the dataset at ``directory`` (a
+    path, URI or Location).
 
     ``date`` names the partition (default: today in UTC); ``now`` the ingest time.
-    Creates ``directory`` if needed. Raises HistoryError when it cannot be written or
-    locked, or when a file of it cannot be read (nothing is added then).
+    Creates a local ``directory`` if needed. On a local file system the ingest holds
+    the history's lock (waiting up to ``lock_timeout`` seconds) unless ``lock`` is
+    False; object stores are never locked. Raises HistoryError when the history
+    cannot be written or locked, or a file it reads cannot be (nothing is added).
     """
+    where = _where(directory)
     now = now or dt.datetime.now(dt.UTC)
     date = date or now.date()
     keys = source_keys(result)
     try:
-        directory.mkdir(parents=True, exist_ok=True)
+        where.make_directory()
     except OSError as exc:
-        raise HistoryError(f"{directory}: cannot create: {exc.strerror}") from exc
+        raise HistoryError(f"{where.name}: cannot create: {_strerror(exc)}") from exc
     with_rows = set(pc.unique(result.measurements["source"]).to_pylist())
     empty = tuple(s for s in keys if s not in with_rows)
-    with _locked(directory):
-        removed = tuple(
-            path
-            for partition in sorted(directory.glob("date=*"))
-            for path in remove_stale_temporaries(partition, older_than=STALE_AFTER)
-        )
-        present = _present_keys(directory)
+    with _locked(where, lock, lock_timeout):
+        removed = _remove_stale(where) if lock else ()
+        present = _present_keys(where, date)
         added: dict[str, str] = {}  # key -> source: one log given twice is added once
         for source, key in keys.items():
             if source in with_rows and key not in present:
@@ -177,23 +302,33 @@ def ingest(
             "ingest_id",
             pa.array([ingest_id] * table.num_rows, pa.string()),
         )
-        partition = directory / f"date={date.isoformat()}"
-        partition.mkdir(exist_ok=True)
-        path = partition / f"{now:%Y%m%dT%H%M%S}-{ingest_id}.parquet"
-        with atomic_output(path, binary=True) as handle:
-            pq.write_table(table, handle)
+        partition = f"date={date.isoformat()}"
+        relative = f"{partition}/{now:%Y%m%dT%H%M%S}-{ingest_id}.parquet"
+        try:
+            where.make_directory(partition)
+            with where.output(relative) as handle:
+                pq.write_table(table, handle)
+        except (OSError, pa.ArrowException) as exc:
+            raise HistoryError(
+                f"{where.name}: cannot ingest: cannot write {relative}: "
+                f"{_first_line(exc)}"
+            ) from exc
+    written = where.uri(where.path(relative))
+    path = Path(where.path(relative)) if where.local is not None else None
     return IngestReport(
-        tuple(added.values()), skipped, empty, path, table.num_rows, removed
+        tuple(added.values()), skipped, empty, path, table.num_rows, removed, written
     )
 
 
 def read_history(
-    directory: Path,
+    directory: Path | str | Location,
     *,
     tags: Mapping[str, str] | None = None,
     missing_ok: bool = False,
 ) -> pa.Table:
-    """Read the dataset at ``directory`` as one table (HISTORY_SCHEMA + ``date``).
+    """Read the whole dataset at ``directory`` as one table (HISTORY_SCHEMA +
+    ``date``): for notebooks and small histories (``check`` reads what it needs with
+    :func:`scan_history`).
 
     Keeps of each ``ingest_key`` only the rows of its earliest ingest, then only rows
     whose tags include every ``tags`` item (:func:`select_tags`). An empty history
@@ -201,18 +336,99 @@ def read_history(
     not exist (unless ``missing_ok``: then it reads as empty) or holds a file that is
     not readable Parquet (naming it).
     """
-    if not directory.is_dir():
-        if missing_ok and not directory.exists():
-            return _READ_SCHEMA.empty_table()
-        raise HistoryError(f"{directory}: history directory not found")
+    where = _where(directory)
+    if not _exists(where, missing_ok):
+        return _READ_SCHEMA.empty_table()
     try:
-        dataset = ds.dataset(directory, format="parquet", partitioning=_PARTITIONING)
-        table = dataset.to_table()
+        table = _dataset(where).to_table()
     except (OSError, pa.ArrowException) as exc:
-        raise _unreadable(directory, exc) from exc
+        raise _unreadable(where, exc) from exc
     if table.num_rows == 0:
         return _READ_SCHEMA.empty_table()
+    table = _plain(table)
     return select_tags(_dedupe(table), tags)
+
+
+def scan_history(
+    directory: Path | str | Location,
+    *,
+    since: str | None = None,
+    with_tags: bool = True,
+    missing_ok: bool = False,
+) -> HistoryView:
+    """What a check needs of the dataset at ``directory`` (:class:`HistoryView`),
+    in bounded memory: a few columns of every file, in batches, for the account of
+    runs; the baseline's columns only from the partitions dated ``since`` (ISO) or
+    later. ``with_tags=False`` leaves the tags unread (all runs count as having
+    none). Raises HistoryError as :func:`read_history` does."""
+    where = _where(directory)
+    if not _exists(where, missing_ok):
+        return view_of(_READ_SCHEMA.empty_table())
+    files = _data_files(where)
+    dataset = _dataset(where, files, scan=True)
+    columns = [*_RUN_COLUMNS, *(("tags",) if with_tags else ())]
+    parts: list[pa.Table] = []
+    tags: dict[str, dict[str, str]] = {}
+    try:
+        for batch in _batches(dataset, columns):
+            parts.append(_run_rows(batch))
+            if with_tags:
+                _collect_tags(batch, tags)
+    except (OSError, pa.ArrowException) as exc:
+        raise _unreadable(where, exc, files) from exc
+    by_date: dict[str, list[str]] = {}
+    for path in files:
+        found = _DATE_IN_PATH.search(path[len(where.root) :])
+        if found and (since is None or found.group(1) >= since):
+            by_date.setdefault(found.group(1), []).append(path)
+
+    def read(date: str) -> pa.Table:
+        try:
+            table = _dataset(where, by_date[date], scan=True).to_table(
+                columns=list(ROW_COLUMNS)
+            )
+        except (OSError, pa.ArrowException) as exc:
+            raise _unreadable(where, exc, by_date[date]) from exc
+        return table.unify_dictionaries()
+
+    dates = tuple(sorted(by_date, reverse=True))
+    runs, later = _merge_runs(parts)
+    return HistoryView(runs, tags, dates, read, later, since)
+
+
+def view_of(table: pa.Table, since: str | None = None) -> HistoryView:
+    """The :class:`HistoryView` of a history table already in memory (as
+    :func:`read_history` gives; any rows it holds of later ingests of a log are
+    left out)."""
+    table = _plain(table)
+    tags: dict[str, dict[str, str]] = {}
+    for batch in table.to_batches():
+        _collect_tags(batch, tags)
+    runs, later = _merge_runs([_run_rows(table)] if table.num_rows else [])
+    dates = sorted(set(cast("list[str]", table["date"].to_pylist())), reverse=True)
+    dates = [d for d in dates if since is None or d >= since]
+
+    def read(date: str) -> pa.Table:
+        return _rows_of(table.filter(pc.equal(table["date"], pa.scalar(date))))
+
+    return HistoryView(runs, tags, tuple(dates), read, later, since)
+
+
+def usable(table: pa.Table | pa.RecordBatch) -> pa.ChunkedArray[Any] | pa.Array[Any]:
+    """Per row of history: may a baseline use it? A complete run's row of a size
+    above 0, without a ``#wrong`` count above 0, not a CPU time nor a grouped row."""
+    text = _text(table["wrong_kind"])
+    wrong = pc.and_(
+        pc.equal(text, pa.scalar("count")), pc.greater(table["wrong"], pa.scalar(0))
+    )
+    bad = pc.or_(
+        fill_null(wrong, False),
+        pc.or_(fill_null(table["cputime"], False), fill_null(table["grouped"], False)),
+    )
+    complete = pc.equal(_text(table["status"]), pa.scalar("complete"))
+    sized = pc.greater(table["size_bytes"], pa.scalar(0))
+    kept = fill_null(pc.and_(pc.and_(complete, sized), pc.invert(bad)), False)
+    return cast("pa.ChunkedArray[Any] | pa.Array[Any]", kept)
 
 
 def has_tags(table: pa.Table, tags: Mapping[str, str] | None) -> pa.ChunkedArray[Any]:
@@ -229,6 +445,292 @@ def select_tags(table: pa.Table, tags: Mapping[str, str] | None) -> pa.Table:
     if not tags or table.num_rows == 0:
         return table
     return table.filter(has_tags(table, tags))
+
+
+@dataclass(frozen=True, slots=True)
+class CompactReport:
+    """What :func:`compact` did: per partition merged, the files it replaced and the
+    one written (partitions already in one file are left as they are)."""
+
+    merged: tuple[tuple[str, tuple[str, ...], str], ...]
+    rows: int
+
+
+def compact(
+    directory: Path | str | Location,
+    *,
+    before: dt.date | None = None,
+    lock: bool = True,
+    lock_timeout: float = LOCK_TIMEOUT,
+) -> CompactReport:
+    """Merge the files of each partition (dated before ``before``, default: all)
+    into one, sorted by series, keeping every row as it was (duplicates included:
+    readers still keep each key's earliest ingest).
+
+    The merged file is written whole before the files it replaces are removed, so
+    a reader in between sees both (and the rows twice: run it when no check runs,
+    e.g. after the night's ingest). Locked as an ingest is. Raises HistoryError when
+    a file cannot be read or the history written.
+    """
+    where = _where(directory)
+    _exists(where, missing_ok=False)
+    merged = []
+    total = 0
+    with _locked(where, lock, lock_timeout, doing="compact"):
+        for name, files in _partitions(where).items():
+            late = before is not None and name[5:] >= before.isoformat()
+            if len(files) < 2 or late:
+                continue
+            try:
+                table = _dataset(where, files).to_table()
+            except (OSError, pa.ArrowException) as exc:
+                raise _unreadable(where, exc) from exc
+            table = _plain(table).drop_columns(["date"])
+            table = table.sort_by(
+                [("ingested_at", "ascending"), ("ingest_id", "ascending")]
+            )
+            relative = f"{name}/compacted-{uuid.uuid4().hex[:16]}.parquet"
+            try:
+                with where.output(relative) as handle:
+                    pq.write_table(table, handle, row_group_size=_BATCH * 4)
+                for path in files:
+                    where.delete(path)
+            except (OSError, pa.ArrowException) as exc:
+                raise HistoryError(
+                    f"{where.name}: cannot compact {name}: {_first_line(exc)}"
+                ) from exc
+            shown = tuple(where.uri(p) for p in files)
+            merged.append((name, shown, where.uri(where.path(relative))))
+            total += table.num_rows
+    return CompactReport(tuple(merged), total)
+
+
+# --- reading -------------------------------------------------------------------------
+
+
+def _where(directory: Path | str | Location) -> Location:
+    if isinstance(directory, Location):
+        return directory
+    try:
+        return location(directory)
+    except InputError as exc:
+        raise HistoryError(str(exc)) from exc
+
+
+def history_exists(directory: Path | str | Location) -> bool:
+    """True when the history at ``directory`` exists, False when nothing is there
+    (an object-store prefix without objects). Raises HistoryError when it is a file
+    or cannot be reached."""
+    return _exists(_where(directory), missing_ok=True)
+
+
+def _exists(where: Location, missing_ok: bool) -> bool:
+    """True when the history is there; False when it is missing and ``missing_ok``.
+    Raises HistoryError otherwise. An object-store prefix with no object is missing."""
+    try:
+        kind = where.kind()
+    except (OSError, pa.ArrowException) as exc:
+        raise HistoryError(
+            f"{where.name}: cannot reach the history: {_first_line(exc)}"
+        ) from exc
+    if kind == pafs.FileType.Directory:
+        return True
+    if kind == pafs.FileType.File:
+        raise HistoryError(f"{where.name}: not a history directory: it is a file")
+    if missing_ok:
+        return False
+    raise HistoryError(f"{where.name}: history directory not found")
+
+
+def _data_files(where: Location) -> list[str]:
+    try:
+        return where.files()
+    except (OSError, pa.ArrowException) as exc:
+        raise HistoryError(
+            f"{where.name}: cannot list the history: {_first_line(exc)}"
+        ) from exc
+
+
+def _partitions(where: Location) -> dict[str, list[str]]:
+    """The data files of each ``date=`` partition, by partition name, sorted."""
+    found: dict[str, list[str]] = {}
+    for info in where.listing():
+        name = info.base_name
+        if info.type == pafs.FileType.Directory and _PARTITION.match(name):
+            found[name] = where.files(name)
+    return found
+
+
+def _dataset(
+    where: Location, files: list[str] | None = None, *, scan: bool = False
+) -> ds.Dataset:
+    """The dataset of ``files`` (default: every data file under the root), with
+    repeated text as dictionaries when ``scan``."""
+    return ds.dataset(
+        _data_files(where) if files is None else files,
+        schema=_SCAN_SCHEMA if scan else _READ_SCHEMA,
+        format=_FORMAT,
+        filesystem=where.fs,
+        partitioning=_PARTITIONING,
+        partition_base_dir=where.root,
+    )
+
+
+def _batches(dataset: ds.Dataset, columns: list[str]) -> Iterator[pa.RecordBatch]:
+    """The ``columns`` of ``dataset`` in batches, one file after another: the
+    dataset's own scanner reads ahead of a slower consumer without bound (750 MB
+    for a year of history where this holds 200)."""
+    for fragment in dataset.get_fragments():
+        yield from fragment.to_batches(
+            schema=dataset.schema, columns=columns, batch_size=_BATCH
+        )
+
+
+def _text(column: Any) -> Any:
+    """A text column as plain strings (dictionary-read columns decoded)."""
+    if pa.types.is_dictionary(column.type):
+        return pc.cast(column, pa.string())
+    return column
+
+
+def _plain(table: pa.Table) -> pa.Table:
+    """``table`` with its dictionary-read text columns as plain strings (HISTORY
+    schema types)."""
+    for i, f in enumerate(table.schema):
+        if pa.types.is_dictionary(f.type):
+            table = table.set_column(i, f.name, pc.cast(table[f.name], pa.string()))
+    return table
+
+
+def _run_rows(batch: pa.RecordBatch | pa.Table) -> pa.Table:
+    """One row per run of ``batch``: key, ingest, run, date, time, usable (any).
+
+    An ingest writes each run's rows together, so runs are found where the key,
+    ingest or run number changes (NumPy, no hash grouping: a year of history is
+    tens of millions of rows); a run split otherwise is merged in _merge_runs.
+    """
+    if isinstance(batch, pa.Table):
+        batch = batch.combine_chunks().to_batches()[0] if batch.num_rows else batch
+    if batch.num_rows == 0:
+        return _RUNS_SCHEMA.empty_table()
+    codes = [key_codes(batch[name]) for name in ("ingest_key", "ingest_id", "run")]
+    changed = np.zeros(batch.num_rows - 1, dtype=bool)
+    for values in codes:
+        changed |= values[1:] != values[:-1]
+    starts = np.concatenate([[0], np.flatnonzero(changed) + 1])
+    fit = np.asarray(usable(batch).to_numpy(zero_copy_only=False), dtype=bool)
+    at = pa.array(starts, pa.int64())
+    columns: dict[str, Any] = {
+        name: _text(batch[name].take(at))
+        for name in ("ingest_key", "ingest_id", "run", "date", "ingested_at")
+    }
+    columns["usable"] = pa.array(np.logical_or.reduceat(fit, starts), pa.bool_())
+    return pa.table(columns)
+
+
+def _per_run(table: pa.Table) -> pa.Table:
+    """Group rows (or runs) by run: ``usable`` any, ``ingested_at`` latest."""
+    grouped = table.group_by(["ingest_key", "ingest_id", "run", "date"]).aggregate(
+        [("usable", "any"), ("ingested_at", "max")]
+    )
+    # Arrow names an aggregate <column>_<function> and orders columns by version.
+    columns: dict[str, Any] = {
+        name: grouped[name] for name in ("ingest_key", "ingest_id", "run", "date")
+    }
+    columns["usable"] = grouped["usable_any"]
+    columns["ingested_at"] = grouped["ingested_at_max"]
+    return pa.table(columns)
+
+
+_RUNS_SCHEMA = pa.schema(
+    [  # type: ignore[arg-type]  # the stubs type a list of mixed fields as object
+        pa.field("ingest_key", pa.string()),
+        pa.field("ingest_id", pa.string()),
+        pa.field("run", pa.int32()),
+        pa.field("date", pa.string()),
+        pa.field("usable", pa.bool_()),
+        pa.field("ingested_at", pa.timestamp("us", tz="UTC")),
+    ]
+)
+
+
+def _merge_runs(parts: list[pa.Table]) -> tuple[pa.Table, pa.Array[Any]]:
+    """The runs of the history from per-batch runs (a run may span batches): each
+    run once, and of each ``ingest_key`` only the runs of its earliest ingest; and
+    the ``key/id`` pairs of the later ingests left out (almost always none)."""
+    none = pa.array([], pa.string())
+    if not parts:
+        return _RUNS_SCHEMA.empty_table(), none
+    table = pa.concat_tables([_decoded(p) for p in parts]).combine_chunks()
+    # Hash grouping 64-character keys costs hundreds of MB at a year of history;
+    # their dictionary codes, once, a third of that.
+    key = key_codes(table["ingest_key"]).astype(np.int64)
+    ingest = key_codes(table["ingest_id"]).astype(np.int64)
+    run = np.asarray(table["run"].to_numpy(zero_copy_only=False), dtype=np.int64)
+    ids = (key * (int(ingest.max()) + 1) + ingest) * (int(run.max()) + 1) + run
+    if len(np.unique(ids)) < len(ids):  # a run split between batches: merge it
+        table = _per_run(table).cast(_RUNS_SCHEMA)
+    pairs = np.unique(key * (int(ingest.max()) + 1) + ingest)
+    if len(pairs) == len(np.unique(key)):
+        return table, none  # no log ingested twice
+    ingests = table.group_by(["ingest_key", "ingest_id"]).aggregate(
+        [("ingested_at", "min")]
+    )
+    frame = pd.DataFrame(
+        {
+            "key": ingests["ingest_key"].to_pandas(),
+            "id": ingests["ingest_id"].to_pandas(),
+            "at": ingests["ingested_at_min"].to_pandas(),
+        }
+    ).sort_values(["at", "id"])
+    pair = frame["key"].astype(str) + "/" + frame["id"].astype(str)
+    later = pa.array(pair[frame.duplicated("key")].tolist(), pa.string())
+    return table.filter(pc.invert(pc.is_in(_pairs(table), value_set=later))), later
+
+
+def _decoded(part: pa.Table) -> pa.Table:
+    """Per-batch runs in _RUNS_SCHEMA (dictionaries decoded: a few rows)."""
+    columns: dict[str, Any] = {f.name: _text(part[f.name]) for f in _RUNS_SCHEMA}
+    return pa.table(columns).cast(_RUNS_SCHEMA)
+
+
+def _pairs(table: pa.Table) -> Any:
+    # pyarrow-stubs want all arrays or all scalars; Arrow broadcasts the separator.
+    return pc.binary_join_element_wise(
+        _text(table["ingest_key"]), _text(table["ingest_id"]), "/"
+    )
+
+
+def _without(rows: pa.Table, later: pa.Array[Any]) -> pa.Table:
+    """``rows`` without those of the ``later`` ingests (``key/id`` pairs)."""
+    if rows.num_rows == 0 or len(later) == 0:
+        return rows
+    return rows.filter(pc.invert(pc.is_in(_pairs(rows), value_set=later)))
+
+
+def _collect_tags(batch: pa.RecordBatch | pa.Table, tags: dict[str, Any]) -> None:
+    """Add the tags of each ingest of ``batch`` not yet in ``tags`` (an ingest's tags
+    are the same on all its rows: read from its first)."""
+    ids = batch["ingest_id"]
+    if isinstance(ids, pa.ChunkedArray):
+        ids = ids.combine_chunks()
+    encoded = cast(
+        "pa.DictionaryArray[Any, Any]",
+        ids if pa.types.is_dictionary(ids.type) else pc.dictionary_encode(ids),
+    )
+    values = encoded.dictionary.to_pylist()
+    codes = fill_null(encoded.indices, -1).to_numpy(zero_copy_only=False)
+    found, first = np.unique(codes, return_index=True)
+    for code, index in zip(found.tolist(), first.tolist(), strict=True):
+        if code >= 0 and values[code] not in tags:
+            tags[values[code]] = dict(batch["tags"][index].as_py() or [])
+
+
+def _rows_of(table: pa.Table) -> pa.Table:
+    return table.select(list(ROW_COLUMNS))
+
+
+# --- writing ---------------------------------------------------------------------
 
 
 def _rows(
@@ -273,43 +775,73 @@ def _rows(
     columns = {name: joined[name] for name in (*schema.MEASUREMENT_COLUMNS, "hosts")}
     columns["status"] = joined["status"]
     columns.update(extra)
-    table = pa.Table.from_pydict(columns, schema=HISTORY_SCHEMA)
-    return table
+    return pa.Table.from_pydict(columns, schema=HISTORY_SCHEMA)
 
 
-def _present_keys(directory: Path) -> set[str]:
-    """The keys in the dataset, reading every column of every file (in batches): a
-    file that ``check --history`` could not read is found here, before an ingest
-    adds to the history (reading only ``ingest_key`` would pass corrupt pages)."""
-    keys: set[str] = set()
+def _present_keys(where: Location, date: dt.date) -> set[str]:
+    """The keys in the partitions within LOOKBACK_DAYS of ``date``, reading every
+    column of their files (in batches): a file that ``check`` could not read is
+    found here, before an ingest adds to the history (reading only ``ingest_key``
+    would pass corrupt pages)."""
+    low = (date - dt.timedelta(days=LOOKBACK_DAYS)).isoformat()
+    high = (date + dt.timedelta(days=LOOKBACK_DAYS)).isoformat()
     try:
-        for batch in _dataset(directory).to_batches():
-            found = pc.unique(batch["ingest_key"]).to_pylist()
+        files = [
+            path
+            for name, paths in _partitions(where).items()
+            if low <= name[5:] <= high
+            for path in paths
+        ]
+    except (OSError, pa.ArrowException) as exc:
+        raise HistoryError(
+            f"{where.name}: cannot list the history: {_first_line(exc)}"
+        ) from exc
+    keys: set[str] = set()
+    if not files:
+        return keys
+    try:
+        dataset = _dataset(where, files, scan=True)
+        for batch in _batches(dataset, dataset.schema.names):
+            found = pc.unique(_text(batch["ingest_key"])).to_pylist()
             keys.update(cast("list[str]", found))  # never null
     except (OSError, pa.ArrowException) as exc:
-        raise _unreadable(directory, exc) from exc
+        raise _unreadable(where, exc, files) from exc
     return keys
 
 
-def _unreadable(directory: Path, exc: Exception) -> HistoryError:
+def _remove_stale(where: Location) -> tuple[Path, ...]:
+    """Remove the temporary files killed ingests left (local histories only: the
+    partitions are listed, not read)."""
+    if where.local is None:
+        return ()
+    return tuple(
+        path
+        for partition in sorted(where.local.glob("date=*"))
+        for path in remove_stale_temporaries(partition, older_than=STALE_AFTER)
+    )
+
+
+def _unreadable(
+    where: Location, exc: Exception, files: list[str] | None = None
+) -> HistoryError:
     """The error for a dataset that cannot be read, naming the first file that
     cannot be (read one by one: the dataset's own error seldom names it)."""
-    files = sorted(
-        path
-        for path in directory.rglob("*")
-        if path.is_file()
-        and not any(p.startswith((".", "_")) for p in path.relative_to(directory).parts)
-    )
+    if files is None:
+        try:
+            files = where.files()
+        except (OSError, pa.ArrowException):
+            files = []
     for path in files:
         try:
-            pq.read_table(path)
+            with where.fs.open_input_file(path) as handle:
+                pq.read_table(handle)
         except (OSError, pa.ArrowException) as error:
             return HistoryError(
-                f"{directory}: cannot read history: {path} is not a readable Parquet "
-                f"file ({_first_line(error)}); move it out of the history directory "
-                "(or restore it from a backup) and run again"
+                f"{where.name}: cannot read history: {where.uri(path)} is not a "
+                f"readable Parquet file ({_first_line(error)}); move it out of the "
+                "history directory (or restore it from a backup) and run again"
             )
-    return HistoryError(f"{directory}: cannot read history: {_first_line(exc)}")
+    return HistoryError(f"{where.name}: cannot read history: {_first_line(exc)}")
 
 
 def _first_line(exc: Exception) -> str:
@@ -318,12 +850,6 @@ def _first_line(exc: Exception) -> str:
     if not text:
         return repr(exc)
     return _SOURCE_PREFIX.sub("", text.splitlines()[0])
-
-
-def _dataset(directory: Path) -> ds.Dataset:
-    return ds.dataset(
-        directory, schema=_READ_SCHEMA, format="parquet", partitioning=_PARTITIONING
-    )
 
 
 def _dedupe(table: pa.Table) -> pa.Table:
@@ -338,11 +864,7 @@ def _dedupe(table: pa.Table) -> pa.Table:
     if len(first) == len(ingests):
         return table
     wanted = pa.array((first["key"] + "/" + first["id"]).tolist(), pa.string())
-    # pyarrow-stubs want all arrays or all scalars; Arrow broadcasts the separator.
-    pair = pc.binary_join_element_wise(  # type: ignore[call-overload]
-        table["ingest_key"], table["ingest_id"], "/"
-    )
-    return table.filter(pc.is_in(pair, wanted))
+    return table.filter(pc.is_in(_pairs(table), wanted))
 
 
 def _rows_digest(result: ParseResult, name: str) -> str:
@@ -356,30 +878,51 @@ def _rows_digest(result: ParseResult, name: str) -> str:
 
 
 @contextmanager
-def _locked(directory: Path) -> Iterator[None]:
-    """Hold an exclusive lock on the dataset for the look-up-then-write step.
+def _locked(
+    where: Location, lock: bool, timeout: float, doing: str = "ingest"
+) -> Iterator[None]:
+    """Hold an exclusive lock on a local history for the look-up-then-write step,
+    waiting up to ``timeout`` seconds for another holder. Nothing to hold on an
+    object store, or when ``lock`` is False (lock-free: see the module docstring).
 
     Raises HistoryError when the lock file cannot be opened for writing (a read-only
-    directory or file system) or locked (no ``flock`` there).
+    directory or file system), locked (no ``flock`` there) or had in time.
     """
+    if where.local is None or not lock:
+        yield
+        return
+    directory = where.local
     try:
         handle = (directory / _LOCK).open("a")
     except OSError as exc:
         raise HistoryError(
-            f"{directory}: cannot ingest: the history directory is not writable "
+            f"{directory}: cannot {doing}: the history directory is not writable "
             f"({_strerror(exc)}); make it writable for this user, or give a "
             "directory on a writable file system"
         ) from exc
     with handle:
-        try:
-            fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
-        except OSError as exc:
-            raise HistoryError(
-                f"{directory}: cannot ingest: cannot lock {_LOCK} ({_strerror(exc)}); "
-                "its file system does not provide file locks (e.g. NFS without a "
-                "lock service, Lustre mounted without -o flock): keep the history on "
-                "a file system with locks, such as a local disk"
-            ) from exc
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EWOULDBLOCK, errno.EACCES):
+                    raise HistoryError(
+                        f"{directory}: cannot {doing}: cannot lock {_LOCK} "
+                        f"({_strerror(exc)}); its file system does not provide file "
+                        "locks (e.g. NFS without a lock service, Lustre mounted "
+                        "without -o flock): keep the history on a file system with "
+                        "locks, such as a local disk, or run without the lock "
+                        "(--no-lock), one ingest at a time"
+                    ) from exc
+                if time.monotonic() >= deadline:
+                    raise HistoryError(
+                        f"{directory}: cannot {doing}: another ingest has held "
+                        f"{_LOCK} for {timeout:g} s; wait for it (or find the one "
+                        "that hangs), or raise --lock-timeout"
+                    ) from exc
+                time.sleep(min(0.1, max(0.0, deadline - time.monotonic())))
         try:
             yield
         finally:

@@ -11,7 +11,7 @@ source, run, hosts and collective, or what was looked for and what was found.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -19,7 +19,7 @@ import pandas as pd
 # The tolerance of the printed digits, as the busbw_mismatch flag computes it.
 from ncclparse.efficiency.bandwidth import _print_tolerance, _time_tolerance
 from ncclparse.formatting import format_bytes, format_gbps, series_label
-from ncclparse.health.baselines import Selection
+from ncclparse.health.baselines import RunDates, Selection
 from ncclparse.health.cases import SHOWN, Case, Finding, Status, context, hosts
 from ncclparse.health.rules import HistoryPolicy, Rules
 from ncclparse.schema import SERIES_KEYS, SHAPE_KEYS
@@ -58,7 +58,8 @@ def no_run_case(sources: Sequence[str]) -> Case:
     return Case("runs", "all inputs", "fail", message)
 
 
-def integrity_case(run: dict[str, Any], rows: pd.DataFrame) -> Case:
+def integrity_case(run: dict[str, Any], mine: pd.DataFrame) -> Case:
+    """The ``integrity`` case of one run (a ``runs`` row) from its analysed rows."""
     source, index, found = run["source"], run["run"], hosts(run)
     problems = []
     if run["status"] != "complete":
@@ -73,11 +74,10 @@ def integrity_case(run: dict[str, Any], rows: pd.DataFrame) -> Case:
         problems.append(
             f"average bus bandwidth {run['avg_busbw_gbps']} FAILED its minimum"
         )
-    mine = rows[(rows["source"] == source) & (rows["run"] == index)]
     wrong = mine[(mine["wrong_kind"] == "count") & (mine["wrong"] > 0)]
     findings = tuple(
         Finding(int(r.size_bytes), "wrong", float(r.wrong), 0.0)
-        for r in wrong.itertuples()
+        for r in cast(Any, wrong).itertuples()
     )
     if findings:
         sizes = ", ".join(
@@ -316,7 +316,7 @@ def _runs(count: int | Sequence[str]) -> str:
 def _dated(dates: Sequence[str]) -> str:
     """``on 2026-03-01``, ``on 2026-03-01, 2026-03-02 and 2026-03-03`` or ``on 9
     dates from 2026-03-01 to 2026-03-09``."""
-    unique = sorted(set(dates))
+    unique = dates.distinct() if isinstance(dates, RunDates) else sorted(set(dates))
     if len(unique) == 1:
         return f"on {unique[0]}"
     if len(unique) <= 3:

@@ -1,8 +1,10 @@
 """Render check results and comparisons for CI, dashboards and people.
 
-Pure: each function returns a ``str``. Formats: JUnit XML (one test case per rule and
-series), JSON (documented in ``docs/check-json.md``), the Prometheus text exposition
-format (for node-exporter's textfile collector), Markdown and plain text.
+Pure, but for :func:`push_metrics`: each function returns a ``str``. Formats: JUnit
+XML (one test case per rule and series, named stably from night to night), JSON
+(documented in ``docs/check-json.md``, schema ``check.schema.json`` beside this
+module), the Prometheus text exposition format (for node-exporter's textfile
+collector, or a Pushgateway with :func:`push_metrics`), Markdown and plain text.
 """
 
 from __future__ import annotations
@@ -14,24 +16,41 @@ import math
 import re
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict
-from pathlib import Path
-from typing import Any
+from pathlib import Path, PurePath
+from typing import TYPE_CHECKING, Any
 
-from ncclparse.formatting import format_bytes, format_time_us, markdown_escape
+import pandas as pd
+
+import ncclparse
+from ncclparse.columns import key_text
+from ncclparse.formatting import (
+    format_bytes,
+    format_time_us,
+    markdown_escape,
+    series_label,
+)
 from ncclparse.health.cases import ERROR_RULE, Case
 from ncclparse.health.check import CheckResult
 from ncclparse.health.compare import Comparison
+from ncclparse.schema import SERIES_KEYS
 from ncclparse.storage import atomic_output
+
+if TYPE_CHECKING:
+    from prometheus_client.metrics_core import Metric
 
 __all__ = [
     "COMPARE_FORMATS",
+    "JSON_SCHEMA",
     "JSON_VERSION",
     "comparison_format",
     "error_html",
+    "push_metrics",
     "render_comparison",
     "render_outputs",
+    "stable_source",
+    "tag_labels",
     "to_json",
     "to_junit",
     "to_markdown",
@@ -44,6 +63,8 @@ __all__ = [
 # JSON format history:
 #   1 - first version (docs/check-json.md).
 JSON_VERSION = 1
+# The JSON Schema of that document, shipped in the package (docs/check-json.md).
+JSON_SCHEMA = Path(__file__).with_name("check.schema.json")
 COMPARE_FORMATS = ("text", "json", "markdown", "html")
 # XML 1.0 forbids most control characters, which logs do contain; ElementTree would
 # write them and the file would not parse.
@@ -120,13 +141,18 @@ def to_json(result: CheckResult) -> str:
     return json.dumps(document, indent=2, allow_nan=False) + "\n"
 
 
-def to_junit(result: CheckResult) -> str:
+def to_junit(result: CheckResult, *, roots: Sequence[str] = ()) -> str:
     """JUnit XML: one ``testsuite`` per rule, one ``testcase`` per rule and series.
 
     A failed case carries ``<failure message=...>`` with the full message as text; a
     skipped one ``<skipped message=...>``; the case of a check that could not complete
-    (rule ``error``) ``<error message=...>``. Text is escaped by ElementTree;
-    characters XML cannot hold are replaced by U+FFFD.
+    (rule ``error``) ``<error message=...>``. Test names are stable from night to
+    night: each log's path in a case name is :func:`stable_source` of it (relative to
+    the longest of ``roots``, the inputs given to the check, that holds it; date-like
+    parts removed), unless two logs would then share a name. ``time`` is the seconds
+    the check took on ``<testsuites>`` (when ``result.seconds`` is known) and 0.000
+    on each suite and case (they are judged together). Text is escaped by
+    ElementTree; characters XML cannot hold are replaced by U+FFFD.
     """
     counts = _counts(result)
 
@@ -141,23 +167,32 @@ def to_junit(result: CheckResult) -> str:
         # No `skipped` here: the Jenkins xUnit schema allows it on testsuite only.
         errors=str(errors(result.cases)),
     )
+    if result.seconds is not None:
+        root.set("time", _seconds(result.seconds))
+    names = _junit_names(result.cases, roots)
     for rule in dict.fromkeys(c.rule for c in result.cases):
-        cases = [c for c in result.cases if c.rule == rule]
+        cases = [
+            (c, n) for c, n in zip(result.cases, names, strict=True) if c.rule == rule
+        ]
         suite = ET.SubElement(
             root,
             "testsuite",
             name=f"ncclparse.check.{rule}",
             tests=str(len(cases)),
-            failures=str(sum(c.status == "fail" for c in cases) - errors(cases)),
-            skipped=str(sum(c.status == "skip" for c in cases)),
-            errors=str(errors(cases)),
+            failures=str(
+                sum(c.status == "fail" for c, _ in cases) - errors(c for c, _ in cases)
+            ),
+            skipped=str(sum(c.status == "skip" for c, _ in cases)),
+            errors=str(errors(c for c, _ in cases)),
+            time=_seconds(0.0),
         )
-        for case in cases:
+        for case, name in cases:
             element = ET.SubElement(
                 suite,
                 "testcase",
                 classname=_xml(f"ncclparse.check.{rule}"),
-                name=_xml(case.name),
+                name=_xml(name),
+                time=_seconds(0.0),
             )
             if case.status == "fail":
                 kind = "error" if rule == ERROR_RULE else "failure"
@@ -173,50 +208,328 @@ def to_junit(result: CheckResult) -> str:
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def to_prometheus(result: CheckResult, *, timestamp: float | None = None) -> str:
-    """Metrics for node-exporter's textfile collector (text exposition format 0.0.4).
+# A date, with its time if any, in a path: 2026-11-20, 20261120, 2026-11-20T02:15:00Z,
+# 20261120T0215, 2026-11-20_021500; not within a longer run of digits.
+_DATE = re.compile(
+    r"(?<![0-9])(?:19|20)[0-9]{2}(-?)(?:0[1-9]|1[0-2])\1(?:0[1-9]|[12][0-9]|3[01])"
+    r"(?:[T_.-]?[0-2][0-9](?::?[0-5][0-9]){1,2}(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:?[0-9]{2})?)?"
+    r"(?![0-9])"
+)
+_SEPARATORS = "-_.= "
 
+
+def stable_source(source: str, roots: Sequence[str] = ()) -> str:
+    """A log's path as the same test tonight and tomorrow: relative to the longest of
+    ``roots`` (the inputs given to the check) that is a directory above it, then
+    with every date (and time) removed from each part of the path, a part that
+    was only a date dropped: ``/logs/2026-11-20/node01-node02/all_reduce.log`` is
+    ``/logs/node01-node02/all_reduce.log``, or ``node01-node02/all_reduce.log``
+    under the root ``/logs/2026-11-20``; ``nccl_20261120.log`` is ``nccl.log``. A
+    path that would be left empty is kept as it is."""
+    path = PurePath(source)
+    for root in sorted(roots, key=len, reverse=True):
+        base = PurePath(root)
+        if root not in ("", "-") and path != base and path.is_relative_to(base):
+            path = path.relative_to(base)
+            break
+    parts = []
+    for part in path.parts:
+        kept = part if part == path.anchor else _undated(part)
+        if kept:
+            parts.append(kept)
+    return str(PurePath(*parts)) if parts and parts != [path.anchor] else source
+
+
+def _undated(part: str) -> str:
+    """``part`` without its dates, and the separator that joined each to the rest."""
+    while (found := _DATE.search(part)) is not None:
+        start, end = found.span()
+        if start > 0 and part[start - 1] in _SEPARATORS:
+            start -= 1
+        elif end < len(part) and part[end] in _SEPARATORS:
+            end += 1
+        part = part[:start] + part[end:]
+    return part.strip(_SEPARATORS)
+
+
+def _junit_names(cases: Sequence[Case], roots: Sequence[str]) -> list[str]:
+    """Each case's test name, its log's path made stable (:func:`stable_source`);
+    where two different names would become one, both keep their full names."""
+    stable = [
+        c.name.replace(c.source, stable_source(c.source, roots)) if c.source else c.name
+        for c in cases
+    ]
+    origins: dict[tuple[str, str], set[str]] = {}
+    for case, name in zip(cases, stable, strict=True):
+        origins.setdefault((case.rule, name), set()).add(case.name)
+    return [
+        name if len(origins[(case.rule, name)]) == 1 else case.name
+        for case, name in zip(cases, stable, strict=True)
+    ]
+
+
+def _seconds(value: float) -> str:
+    return f"{max(value, 0.0):.3f}"
+
+
+def to_prometheus(result: CheckResult, *, timestamp: float | None = None) -> str:
+    """Metrics for node-exporter's textfile collector or a Pushgateway (text
+    exposition format 0.0.4), every label stable from night to night: no log path,
+    date or run number, so the same check makes the same series every night.
+
+    Of the check: ``ncclparse_check_info{<tags>,version}`` (1),
     ``ncclparse_check_passed`` (1/0), ``ncclparse_check_cases{status}``,
-    ``ncclparse_check_case_failed{rule,name}`` (one per case),
-    ``ncclparse_host_slow{host}``, ``ncclparse_host_score_ratio{host}`` and, when
-    given, ``ncclparse_check_timestamp_seconds``.
+    ``ncclparse_check_runs``, ``ncclparse_check_duration_seconds`` (when
+    ``result.seconds`` is known) and, when given,
+    ``ncclparse_check_timestamp_seconds``. By identity, ``<tags>`` first (the
+    result's tags, named by :func:`tag_labels`):
+    ``ncclparse_check_case_failed`` and ``ncclparse_check_case_count`` (failed and
+    all cases by rule, the case's name when it names no log, collective, nodes and
+    ranks); ``ncclparse_busbw_bytes_per_second`` and
+    ``ncclparse_busbw_efficiency_ratio`` (min and median over the runs and
+    placements of each tool, collective, dtype, nodes, ranks and size;
+    efficiency only where the ideal is known, not assumed); ``ncclparse_host_slow``
+    and ``ncclparse_host_score_ratio`` by host. Empty labels are left out; no two
+    samples share a name and labels.
     """
     counts = _counts(result)
+    tags = tag_labels(result.tags)
     out: list[str] = []
 
-    def family(name: str, kind: str, help_text: str) -> None:
-        out.append(f"# HELP {name} {_help(help_text)}")
-        out.append(f"# TYPE {name} {kind}")
+    def family(name: str, help_text: str, samples: Iterable[tuple[str, str]]) -> None:
+        lines = [f"{name}{labels} {value}" for labels, value in samples]
+        if lines:
+            out.append(f"# HELP {name} {_help(help_text)}")
+            out.append(f"# TYPE {name} gauge")
+            out.extend(lines)
 
-    family("ncclparse_check_passed", "gauge", "1 when every check case passed.")
-    out.append(f"ncclparse_check_passed {int(result.passed)}")
-    family("ncclparse_check_cases", "gauge", "Check cases by status.")
-    for status in ("pass", "fail", "skip"):
-        out.append(f'ncclparse_check_cases{{status="{status}"}} {counts[status]}')
-    family("ncclparse_check_case_failed", "gauge", "1 when this case failed.")
-    for case in result.cases:
-        labels = _labels(rule=case.rule, name=case.name)
-        out.append(
-            f"ncclparse_check_case_failed{{{labels}}} {int(case.status == 'fail')}"
-        )
-    if result.hosts:
-        family("ncclparse_host_slow", "gauge", "1 when the host is consistently slow.")
-        for h in result.hosts:
-            out.append(f"ncclparse_host_slow{{{_labels(host=h.host)}}} {int(h.slow)}")
-        family(
-            "ncclparse_host_score_ratio",
-            "gauge",
-            "Mean run score with the host over without it (1 = typical).",
-        )
-        for h in result.hosts:
-            ratio = h.score_with / h.score_without
-            out.append(
-                f"ncclparse_host_score_ratio{{{_labels(host=h.host)}}} {_value(ratio)}"
+    version = {**tags, "version": ncclparse.__version__}
+    family(
+        "ncclparse_check_info",
+        "The check's --tag values and ncclparse's version (always 1).",
+        [(_labelset(version), "1")],
+    )
+    family(
+        "ncclparse_check_passed",
+        "1 when every check case passed.",
+        [("", str(int(result.passed)))],
+    )
+    family(
+        "ncclparse_check_cases",
+        "Check cases by status.",
+        [(_labelset({"status": s}), str(counts[s])) for s in ("pass", "fail", "skip")],
+    )
+    family(
+        "ncclparse_check_runs",
+        "Benchmark runs read (one integrity case each).",
+        [("", str(sum(c.rule == "integrity" for c in result.cases)))],
+    )
+    groups = _case_groups(result, tags)
+    family(
+        "ncclparse_check_case_failed",
+        "Failed check cases of this rule and identity (collective, nodes, ranks).",
+        [(_labelset(dict(key)), str(failed)) for key, (failed, _) in groups.items()],
+    )
+    family(
+        "ncclparse_check_case_count",
+        "Check cases of this rule and identity (collective, nodes, ranks).",
+        [(_labelset(dict(key)), str(total)) for key, (_, total) in groups.items()],
+    )
+    measured = _measured(result, tags)
+    family(
+        "ncclparse_busbw_bytes_per_second",
+        "Bus bandwidth measured (recomputed from size and time), in bytes per "
+        "second: min and median over the runs and placements of this shape and size.",
+        [
+            (_labelset({**labels, "stat": stat}), str(round(value)))
+            for labels, values in measured
+            for stat, value in values["busbw"].items()
+        ],
+    )
+    family(
+        "ncclparse_busbw_efficiency_ratio",
+        "Bus bandwidth over the ideal of the hardware given (1 = ideal): min and "
+        "median over the runs and placements of this shape and size.",
+        [
+            (_labelset({**labels, "stat": stat}), _value(round(value, 6)))
+            for labels, values in measured
+            for stat, value in values["efficiency"].items()
+        ],
+    )
+    family(
+        "ncclparse_host_slow",
+        "1 when the host is consistently slow.",
+        [(_labelset({**tags, "host": h.host}), str(int(h.slow))) for h in result.hosts],
+    )
+    family(
+        "ncclparse_host_score_ratio",
+        "Mean run score with the host over without it (1 = typical).",
+        [
+            (
+                _labelset({**tags, "host": h.host}),
+                _value(h.score_with / h.score_without),
             )
+            for h in result.hosts
+        ],
+    )
+    if result.seconds is not None:
+        family(
+            "ncclparse_check_duration_seconds",
+            "How long the check took: reading the logs and the history, judging.",
+            [("", _value(round(result.seconds, 3)))],
+        )
     if timestamp is not None:
-        family("ncclparse_check_timestamp_seconds", "gauge", "When the check ran.")
-        out.append(f"ncclparse_check_timestamp_seconds {_value(timestamp)}")
+        family(
+            "ncclparse_check_timestamp_seconds",
+            "When the check ran.",
+            [("", _value(timestamp))],
+        )
     return "\n".join(out) + "\n"
+
+
+# Label names the metrics use themselves, and those Prometheus gives a scrape target.
+_OWN_LABELS = frozenset(
+    {"collective", "dtype", "host", "name", "nnodes", "nranks", "rule", "size_bytes",
+     "stat", "status", "tool", "version"}
+)  # fmt: skip
+_TARGET_LABELS = frozenset({"job", "instance"})
+
+
+def tag_labels(tags: Mapping[str, str]) -> dict[str, str]:
+    """The label of each tag (``--tag key=value``), sorted by key: ``key`` with
+    every character but ASCII letters, digits and ``_`` replaced by ``_``, and
+    ``tag_`` before it when it starts with a digit or ``__``, or is a label the
+    metrics use themselves (``rule``, ``collective``, ...), ``job`` or
+    ``instance``; a name already taken gets ``_2``, ``_3``, ..."""
+    labels: dict[str, str] = {}
+    for key, value in sorted(tags.items()):
+        name = re.sub(r"[^A-Za-z0-9_]", "_", key)
+        if (
+            not name
+            or name[0].isdigit()
+            or name.startswith("__")
+            or name in _OWN_LABELS | _TARGET_LABELS
+        ):
+            name = f"tag_{name}"
+        unique, n = name, 2
+        while unique in labels:
+            unique, n = f"{name}_{n}", n + 1
+        labels[unique] = value
+    return labels
+
+
+# A series as the case metrics see it: (label, collective, nodes, ranks).
+_Shape = tuple[str, str, str, str]
+
+
+def _case_groups(
+    result: CheckResult, tags: Mapping[str, str]
+) -> dict[tuple[tuple[str, str], ...], tuple[int, int]]:
+    """(failed, all) cases by stable identity: the tags, the rule, the name of a case
+    that names no log (``baseline``, a host, ...), and the collective, nodes and
+    ranks of the runs or series the case judged."""
+    series = _series(result)
+    groups: dict[tuple[tuple[str, str], ...], tuple[int, int]] = {}
+    for case in result.cases:
+        labels = {**tags, "rule": case.rule}
+        if case.source is None:
+            labels["name"] = case.name
+        shapes: list[_Shape] = []
+        if case.source is not None and case.run is not None:
+            shapes = series.get((case.source, case.run), [])
+            suffix = f" [{case.source}#{case.run}]"
+            if case.name.endswith(suffix):
+                label = case.name.removesuffix(suffix)
+                shapes = [s for s in shapes if s[0] == label]
+        if case.source is None or case.run is not None:
+            labels["collective"] = case.collective or ""
+        labels["nnodes"] = _joined(s[2] for s in shapes)
+        labels["nranks"] = _joined(s[3] for s in shapes)
+        key = tuple((k, v) for k, v in labels.items() if v)
+        failed, total = groups.get(key, (0, 0))
+        groups[key] = (failed + (case.status == "fail"), total + 1)
+    return groups
+
+
+def _series(result: CheckResult) -> dict[tuple[str, int], list[_Shape]]:
+    """Each run's series as (label, collective, nodes, ranks), the label as the
+    check names the series (``all_reduce float32 sum out-of-place 16 ranks on 2
+    nodes``)."""
+    rows = result.analysis.rows
+    if not set(SERIES_KEYS) <= set(rows.column_names):
+        return {}
+    frame = pd.DataFrame({k: key_text(rows[k]) for k in SERIES_KEYS if k != "run"})
+    frame["run"] = rows["run"].to_pandas()
+    found: dict[tuple[str, int], list[_Shape]] = {}
+    for key, _ in frame.groupby(list(SERIES_KEYS), dropna=False, sort=False):
+        values = dict(zip(SERIES_KEYS, key, strict=True))
+        run = (str(values["source"]), int(str(values["run"])))
+        found.setdefault(run, []).append(
+            (
+                series_label(values),
+                str(values["collective"]),
+                str(values["nnodes"]),
+                str(values["nranks"]),
+            )
+        )
+    return found
+
+
+_MEASURED_KEYS = ("tool", "collective", "dtype", "nnodes", "nranks", "size_bytes")
+
+
+def _measured(
+    result: CheckResult, tags: Mapping[str, str]
+) -> list[tuple[dict[str, str], dict[str, dict[str, float]]]]:
+    """Per shape and size (labels), the min and median busbw in bytes/s and, where
+    the ideal is known (not assumed), efficiency: over every run and placement,
+    without CPU-time, grouped and 0-byte rows."""
+    rows = result.analysis.rows
+    wanted = {*_MEASURED_KEYS, "busbw_calc_gbps", "efficiency", "ideal_basis"}
+    if not wanted <= set(rows.column_names):
+        return []
+    frame = pd.DataFrame({k: key_text(rows[k]) for k in _MEASURED_KEYS})
+    for name in ("busbw_calc_gbps", "efficiency", "cputime", "grouped", "ideal_basis"):
+        frame[name] = rows[name].to_pandas()
+    usable = (
+        ~frame["cputime"].fillna(False).astype(bool)
+        & ~frame["grouped"].fillna(False).astype(bool)
+        & (frame["size_bytes"].str.len() > 0)
+        & (frame["size_bytes"] != "0")
+    )
+    frame = frame[usable]
+    frame["busbw"] = frame["busbw_calc_gbps"].astype(float) * 1e9
+    frame["judged"] = (
+        frame["efficiency"].astype(float).where(frame["ideal_basis"] != "assumed")
+    )
+    found = []
+    groups = frame.groupby(list(_MEASURED_KEYS), dropna=False, sort=False)
+    ordered = sorted(groups, key=lambda item: _order(item[0]))
+    for key, group in ordered:
+        values = {}
+        for metric, column in (("busbw", "busbw"), ("efficiency", "judged")):
+            known = group[column][group[column].map(math.isfinite)]
+            values[metric] = (
+                {"min": float(known.min()), "median": float(known.median())}
+                if len(known)
+                else {}
+            )
+        if values["busbw"] or values["efficiency"]:
+            labels = {**tags, **dict(zip(_MEASURED_KEYS, map(str, key), strict=True))}
+            found.append((labels, values))
+    return found
+
+
+def _order(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    """Sort text keys with numbers (nodes, ranks, size) in numeric order."""
+    return tuple(
+        (len(str(v)), str(v)) if str(v).isdigit() else (0, str(v)) for v in key
+    )
+
+
+def _joined(values: Iterable[str]) -> str:
+    """Distinct non-empty values in numeric order, joined by commas."""
+    return ",".join(sorted({v for v in values if v}, key=lambda v: (len(v), v)))
 
 
 def to_markdown(result: CheckResult) -> str:
@@ -269,13 +582,16 @@ def render_outputs(
     prometheus: Path | None = None,
     markdown: Path | None = None,
     timestamp: float | None = None,
+    roots: Sequence[str] = (),
 ) -> dict[Path, str]:
     """Each requested rendering by its path, the Prometheus textfile first (so that
-    :func:`write_all` puts it in place last). ``timestamp`` defaults to now."""
+    :func:`write_all` puts it in place last). ``timestamp`` defaults to now;
+    ``roots`` are the inputs given to the check (JUnit names are relative to
+    them: :func:`stable_source`)."""
     when = time.time() if timestamp is None else timestamp
     renderings = (
         (prometheus, lambda r: to_prometheus(r, timestamp=when)),
-        (junit, to_junit),
+        (junit, lambda r: to_junit(r, roots=roots)),
         (json_path, to_json),
         (markdown, to_markdown),
     )
@@ -299,6 +615,7 @@ def write_outputs(
     json_path: Path | None = None,
     prometheus: Path | None = None,
     markdown: Path | None = None,
+    roots: Sequence[str] = (),
 ) -> None:
     """Render the requested outputs, then write them all or nothing
     (:func:`write_all`; a half-written Prometheus textfile would be scraped as is).
@@ -310,8 +627,50 @@ def write_outputs(
             json_path=json_path,
             prometheus=prometheus,
             markdown=markdown,
+            roots=roots,
         )
     )
+
+
+def push_metrics(
+    result: CheckResult,
+    url: str,
+    *,
+    job: str = "ncclparse",
+    timestamp: float | None = None,
+    timeout: float = 30.0,
+) -> None:
+    """PUT :func:`to_prometheus`'s metrics to the Pushgateway at ``url`` (``http://``
+    or ``https://``), replacing the group of ``job`` and the result's tags (named
+    by :func:`tag_labels`): ``URL/metrics/job/<job>/<tag>/<value>...``, so that
+    clusters pushing under one job keep a group each. The text is read back by
+    prometheus_client's parser first: a malformed exposition fails here, not at
+    the gateway. Needs prometheus_client (``pip install 'ncclparse[pushgateway]'``;
+    ImportError without it); raises OSError when the push fails (the connection
+    refused, an HTTP error status, a timeout after ``timeout`` seconds)."""
+    from prometheus_client.exposition import push_to_gateway
+    from prometheus_client.parser import text_string_to_metric_families
+
+    families = list(
+        text_string_to_metric_families(to_prometheus(result, timestamp=timestamp))
+    )
+    push_to_gateway(
+        url,
+        job=job,
+        registry=_Families(families),
+        grouping_key=tag_labels(result.tags),
+        timeout=timeout,
+    )
+
+
+class _Families:
+    """A prometheus_client collector of metric families already made."""
+
+    def __init__(self, families: Sequence[Metric]) -> None:
+        self.families = families
+
+    def collect(self) -> Iterator[Metric]:
+        return iter(self.families)
 
 
 def _counts(result: CheckResult) -> dict[str, int]:
@@ -335,12 +694,15 @@ def _xml(text: str) -> str:
     return _XML_INVALID.sub("\ufffd", text)
 
 
-def _labels(**labels: str) -> str:
+def _labelset(labels: Mapping[str, str]) -> str:
+    """``{k="v",...}`` of the non-empty labels, in order; "" when there is none."""
+
     # Exposition format: label values escape backslash, double quote and newline.
     def escape(value: str) -> str:
         return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
-    return ",".join(f'{k}="{escape(v)}"' for k, v in labels.items())
+    pairs = ",".join(f'{k}="{escape(v)}"' for k, v in labels.items() if v)
+    return f"{{{pairs}}}" if pairs else ""
 
 
 def _help(text: str) -> str:

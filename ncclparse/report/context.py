@@ -19,6 +19,7 @@ import pandas as pd
 from markupsafe import Markup
 
 from ncclparse.api import ParseResult
+from ncclparse.columns import frame, rows_by_run, run_rows
 from ncclparse.efficiency import Analysis, analyze
 from ncclparse.efficiency.hardware import HardwareOptions
 from ncclparse.formatting import series_label
@@ -89,10 +90,17 @@ def build_context(
     if analysis is None:
         analysis = analyze(result.measurements, hardware, result.runs)
     policy = policy or DEFAULT_RULES.verdict
-    rows = analysis.rows.to_pandas()
-    fits = analysis.fits.to_pandas()
+    rows = frame(analysis.rows)
+    fits = frame(analysis.fits)
+    row_groups, fit_groups = rows_by_run(rows), rows_by_run(fits)
     runs = [
-        _run_report(index, run, rows, fits, policy)
+        _run_report(
+            index,
+            run,
+            run_rows(row_groups, rows, run["source"], run["run"]),
+            run_rows(fit_groups, fits, run["source"], run["run"]),
+            policy,
+        )
         for index, run in enumerate(result.runs.to_pylist())
     ]
     comparison = tuple(ComparisonRow(r, b) for r in runs for b in r.blocks)
@@ -120,12 +128,11 @@ def build_context(
 def _run_report(
     index: int,
     run: dict[str, Any],
-    rows: pd.DataFrame,
-    fits: pd.DataFrame,
+    mine: pd.DataFrame,
+    my_fits: pd.DataFrame,
     policy: VerdictPolicy,
 ) -> RunReport:
-    mine = rows[(rows["source"] == run["source"]) & (rows["run"] == run["run"])]
-    my_fits = fits[(fits["source"] == run["source"]) & (fits["run"] == run["run"])]
+    """The report of one run (a ``runs`` row) from its analysed rows and fits."""
     anchor = f"run{index + 1}"
     blocks = []
     groups = mine.groupby(list(BLOCK_KEYS), dropna=False, sort=True)
