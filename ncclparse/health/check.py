@@ -50,7 +50,7 @@ from ncclparse.health.integrity import (
     no_run_case,
 )
 from ncclparse.health.rules import Rule, Rules, VerdictPolicy
-from ncclparse.health.verdict import judge_run, judged_rows
+from ncclparse.health.verdict import Block, blocks_of, judge_run, judged_rows
 from ncclparse.inputs import Note
 from ncclparse.schema import BLOCK_KEYS, SERIES_KEYS
 
@@ -195,7 +195,8 @@ def verdict_cases(
     for (source, run), facts in runs.items():
         mine = run_rows(row_groups, rows, source, run)
         my_fits = run_rows(fit_groups, fits, source, run)
-        verdict = judge_run(facts, mine, policy, my_fits)
+        blocks = blocks_of(mine)
+        verdict = judge_run(facts, mine, policy, my_fits, blocks)
         said = [f for f in verdict.findings if f.aspect == "efficiency"]
         worst = verdict.worst("efficiency")
         status: Status = (
@@ -204,7 +205,7 @@ def verdict_cases(
         found = hosts(facts)
         where = f"{source} run {run} (hosts {', '.join(found) or 'unknown'})"
         text = "; ".join(f"{f.label} {f.text}" for f in said) or "nothing to judge"
-        short = unjudged(mine)
+        short = unjudged(mine, blocks)
         if short:
             why = "; ".join(short)
             if policy.unjudged == "skip":
@@ -233,14 +234,15 @@ def verdict_cases(
     return cases
 
 
-def unjudged(rows: pd.DataFrame) -> list[str]:
+def unjudged(rows: pd.DataFrame, blocks: list[Block] | None = None) -> list[str]:
     """Why bandwidth cannot be judged in each block of one run's analysed ``rows``
     whose sweep stops short: its largest size still latency-bound, or no plateau
     reached (busbw still rising, not levelling off, or one size only); empty when
-    every block reaches its plateau. The verdict's notes say the same in other
+    every block reaches its plateau (``blocks``: the rows' blocks_of, if at hand).
+    The verdict's notes say the same in other
     words."""
     reasons = []
-    for key, block in rows.groupby(list(BLOCK_KEYS), dropna=False, sort=True):
+    for key, block in blocks_of(rows) if blocks is None else blocks:
         judged = judged_rows(block)
         if judged.empty:
             continue
@@ -306,15 +308,22 @@ def _frame(rows: pa.Table) -> pd.DataFrame:
 
 
 def _rule_case(rule: Rule, ctx: dict[str, Any], group: pd.DataFrame) -> Case:
-    selected = group[~group["cputime"] & ~group["grouped"] & (group["size_bytes"] > 0)]
+    # NumPy on the group's columns: pandas selections cost ~1 ms each, 2,000 series.
+    size = group["size_bytes"].to_numpy()
+    keep = (
+        ~group["cputime"].to_numpy(dtype=bool)
+        & ~group["grouped"].to_numpy(dtype=bool)
+        & (size > 0)
+    )
     if rule.regime is not None:
-        selected = selected[selected["regime"] == rule.regime]
+        keep &= group["regime"].to_numpy() == rule.regime
     if rule.size_min is not None:
-        selected = selected[selected["size_bytes"] >= rule.size_min]
+        keep &= size >= rule.size_min
     if rule.size_max is not None:
-        selected = selected[selected["size_bytes"] <= rule.size_max]
-    values = selected[rule.metric].astype(float)
-    selected, values = selected[values.notna()], values[values.notna()]
+        keep &= size <= rule.size_max
+    metric = group[rule.metric].astype(float).to_numpy()
+    keep &= ~np.isnan(metric)
+    size, values = size[keep], metric[keep]
     name = f"{ctx['label']} [{ctx['source']}#{ctx['run']}]"
     common = {
         "source": ctx["source"],
@@ -322,13 +331,13 @@ def _rule_case(rule: Rule, ctx: dict[str, Any], group: pd.DataFrame) -> Case:
         "hosts": ctx["hosts"],
         "collective": ctx["collective"],
     }
-    if selected.empty:
+    if not len(values):
         message = f"{ctx['where']} {ctx['label']}: no size matches ({rule.describe()})"
         return Case(rule.name, name, "skip", message, **common)
     bad = values > rule.limit if rule.is_ceiling else values < rule.limit
     findings = tuple(
-        Finding(int(size), rule.metric, float(value), rule.limit)
-        for size, value in zip(selected["size_bytes"][bad], values[bad], strict=True)
+        Finding(int(s), rule.metric, float(v), rule.limit)
+        for s, v in zip(size[bad], values[bad], strict=True)
     )
     fmt = FORMAT[rule.metric]
     sign = ">" if rule.is_ceiling else "<"

@@ -11,7 +11,7 @@ source, run, hosts and collective, or what was looked for and what was found.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -74,15 +74,14 @@ def integrity_case(run: dict[str, Any], mine: pd.DataFrame) -> Case:
         problems.append(
             f"average bus bandwidth {run['avg_busbw_gbps']} FAILED its minimum"
         )
-    wrong = mine[(mine["wrong_kind"] == "count") & (mine["wrong"] > 0)]
-    findings = tuple(
-        Finding(int(r.size_bytes), "wrong", float(r.wrong), 0.0)
-        for r in cast(Any, wrong).itertuples()
-    )
+    count = mine["wrong"].to_numpy(dtype=float, na_value=np.nan)
+    at = np.flatnonzero((mine["wrong_kind"].to_numpy() == "count") & (count > 0))
+    size, placement = mine["size_bytes"].to_numpy(), mine["placement"].to_numpy()
+    findings = tuple(Finding(int(size[i]), "wrong", float(count[i]), 0.0) for i in at)
     if findings:
         sizes = ", ".join(
-            f"{format_bytes(f.size_bytes)} {r.placement} #wrong {f.value:g}"
-            for f, r in zip(findings, wrong.itertuples(), strict=True)
+            f"{format_bytes(f.size_bytes)} {placement[i]} #wrong {f.value:g}"
+            for f, i in zip(findings, at, strict=True)
         )
         problems.append(f"#wrong > 0 at {len(findings)} size(s): {sizes}")
     misprinted = _misprinted(mine)
