@@ -50,10 +50,16 @@ KEYS = (
 )
 _SUMS = ("n", "t_sum", "t_sq", "algbw_sum", "algbw_n", "busbw_sum", "busbw_n")
 _EXTREMES = (("t_min", "min"), ("t_max", "max"), ("wrong", "max"))
+# Per-iteration series (nccl-tests -J) are not merged: a merged point has them null.
+_LISTS = tuple(f.name for f in schema.MEASUREMENT_FIELDS if pa.types.is_list(f.type))
 _FIRSTS = tuple(
     name
     for name in (*schema.MEASUREMENT_COLUMNS, "seq")
-    if name not in KEYS and name != "wrong"
+    if name not in KEYS and name != "wrong" and name not in _LISTS
+)
+# One measurement's per-iteration statistics: null for a merged point.
+_SINGLE_ONLY = tuple(
+    name for name in schema.PER_ITERATION_COLUMNS if name not in _LISTS
 )
 
 
@@ -175,7 +181,7 @@ def _as_state(rows: pa.Table) -> pa.Table:
     }
     for name, values in extra.items():
         rows = rows.append_column(name, values)
-    return rows
+    return rows.drop_columns(list(_LISTS))
 
 
 def _combine(state: pa.Table) -> pa.Table:
@@ -213,6 +219,15 @@ def _points(state: pa.Table) -> pa.Table:
         "stddev_pct": pc.if_else(single, state.column("stddev_pct"), spread),
         "algbw_gbps": _mean(state, "algbw"),
         "busbw_gbps": _mean(state, "busbw"),
+        **{
+            name: pc.if_else(
+                single,
+                state.column(name),
+                pa.scalar(None, state.column(name).type),
+            )
+            for name in _SINGLE_ONLY
+        },
+        **{name: pa.nulls(state.num_rows) for name in _LISTS},
     }
     arrays = [
         columns[f.name] if f.name in columns else state.column(f.name)

@@ -20,11 +20,34 @@ from ncclparse.errors import SchemaError
 #       measurements: wrong_kind, cputime, time_p99_us, timestamp, grouped;
 #       runs: command, oob_ok, avg_busbw_ok, net, nics, gdr, nvls, collnet,
 #       local_ranks.
+#       Then (nccl-tests -I/-J per-iteration statistics, -T timeouts):
+#       measurements: time_avg_us, time_p50_us, time_p95_us, time_stddev_us,
+#       iter_skipped, iter_times_us, iter_process_times_us; runs: timeout_s.
 SCHEMA_VERSION = 1
 VERSION_KEY = b"ncclparse.schema_version"
+PER_ITERATION_COLUMNS = (
+    "time_avg_us",
+    "time_p50_us",
+    "time_p95_us",
+    "time_stddev_us",
+    "iter_skipped",
+    "iter_times_us",
+    "iter_process_times_us",
+)
 # Additions newer than tables already written: a table without them (from an earlier
 # ncclparse) still conforms, and gets them as nulls (empty lists for `nics`).
-ADDED_LATER = frozenset({"net", "nics", "gdr", "nvls", "collnet", "local_ranks"})
+ADDED_LATER = frozenset(
+    {
+        "net",
+        "nics",
+        "gdr",
+        "nvls",
+        "collnet",
+        "local_ranks",
+        *PER_ITERATION_COLUMNS,
+        "timeout_s",
+    }
+)
 
 MEASUREMENT_FIELDS: tuple[pa.Field[pa.DataType], ...] = (
     pa.field("source", pa.string(), nullable=False),
@@ -65,6 +88,17 @@ MEASUREMENT_FIELDS: tuple[pa.Field[pa.DataType], ...] = (
     # The time covers a group of collectives (oneCCL -l a,b,c): never treat it as
     # one collective's time.
     pa.field("grouped", pa.bool_(), nullable=False),
+    # nccl-tests -I 1 per-iteration statistics only its -J JSON states (schema.md):
+    # mean, median, p95 and standard deviation of the per-iteration times (us), the
+    # leading iterations left out of them (-K), every iteration's time (us, max over
+    # process rows) and each process row's times (max over its GPUs).
+    pa.field("time_avg_us", pa.float64()),
+    pa.field("time_p50_us", pa.float64()),
+    pa.field("time_p95_us", pa.float64()),
+    pa.field("time_stddev_us", pa.float64()),
+    pa.field("iter_skipped", pa.int64()),
+    pa.field("iter_times_us", pa.list_(pa.float64())),
+    pa.field("iter_process_times_us", pa.list_(pa.list_(pa.float64()))),
 )
 
 RUN_FIELDS: tuple[pa.Field[pa.DataType], ...] = (
@@ -104,6 +138,9 @@ RUN_FIELDS: tuple[pa.Field[pa.DataType], ...] = (
     pa.field("nvls", pa.bool_()),
     pa.field("collnet", pa.bool_()),
     pa.field("local_ranks", pa.int32()),
+    # nccl-tests -T: the limit (seconds) of the `Test timeout (Ns)` line that ended
+    # the run; null when no timeout was reported.
+    pa.field("timeout_s", pa.int32()),
 )
 
 

@@ -122,7 +122,7 @@ def test_nccl_tests_json_logs_are_read_and_own_json_is_told_by_its_content(
         *(str(tmp_path / "j" / Path(p).name) for p in logs),
         str(tmp_path / "j" / "zz.json"),
     ]
-    assert len(logs) == 7
+    assert len(logs) == 8  # fixtures/nccl_json/SOURCES.md lists them
     [note] = notes
     assert note.text == (
         f"{tmp_path / 'j'}: skipped 2 files that are not logs (Markdown without "

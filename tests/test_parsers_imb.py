@@ -1,4 +1,4 @@
-"""IMB-MPI1 parser on real logs (tests/fixtures/imb) and on a live run when possible.
+"""IMB parser on real logs (tests/fixtures/imb) and on live runs when possible.
 
 Expectations in tests/fixtures/expected/imb come from the logs: runs.csv from reading
 them and an awk row count, <case>.csv rows from an independent awk extraction.
@@ -36,7 +36,8 @@ def test_detected_and_every_line_accounted(path: Path) -> None:
     result = _parse(path)
     accounting = result.accounting[path.name]
     assert sum(accounting.values()) == len(path.read_text().splitlines())
-    assert accounting["warned"] == 0
+    # Uniband/Biband rows print no time: not read, each warned (10 rows).
+    assert accounting["warned"] == (10 if "uniband" in path.name else 0)
 
 
 @pytest.mark.parametrize("path", LOGS, ids=lambda p: p.name)
@@ -96,8 +97,11 @@ def test_npmin_sweep_gives_one_run_per_process_count() -> None:
     result = _parse(FIXTURES / "imb" / "imb_bcast_reduce_rs_np4.log")
     runs = result.runs.to_pylist()
     assert [(r["nranks"], r["first_line"], r["last_line"]) for r in runs] == [
-        (2, 1, 219),
-        (4, 60, 219),
+        # Each run spans its own sections (from the rule line above `# Benchmarking`);
+        # the first also the preamble, the last section's the footer. IMB prints the
+        # process counts of each benchmark in turn, so the spans interleave.
+        (2, 1, 194),
+        (4, 58, 219),
     ]
     rows = result.measurements.to_pylist()
     # Line 170: Reduce_scatter, 4 processes, `65536  50  324.36  564.09  449.28`.
@@ -142,6 +146,162 @@ def test_errors() -> None:
     unknown = _parse(FIXTURES / "imb" / "imb_unknown_benchmark_np2.log").runs
     assert unknown.column("errors").to_pylist() == [
         ["line 47: Invalid benchmark name allreducee"]
+    ]
+
+
+LIVE = "imb_live_impi-rt-2021.18"
+
+
+def _live_fixture(layout: str) -> ncclparse.ParseResult:
+    return _parse(FIXTURES / "imb" / f"{LIVE}_{layout}.log")
+
+
+def _row_at(result: ncclparse.ParseResult, line: int) -> dict[str, Any]:
+    return next(r for r in result.measurements.to_pylist() if r["line"] == line)
+
+
+def test_multi0_reads_group_size_and_collective() -> None:
+    """`-multi 0`: Multi-Allreduce of 2 groups of 2 is all_reduce on 2 ranks, float."""
+    result = _live_fixture("multi0_allreduce_bcast_np4")
+    runs = result.runs.to_pylist()
+    assert [(r["nranks"], dict(r["params"]).get("groups")) for r in runs] == [
+        (2, "2"),
+        (4, None),
+    ]
+    # Line 42: Multi-Allreduce `8  10  1.09  11.63  6.32`.
+    row = _row_at(result, 42)
+    assert (row["collective"], row["nranks"], row["run"]) == ("all_reduce", 2, 0)
+    assert (row["dtype"], row["redop"], row["size_bytes"]) == ("float32", "sum", 8)
+    assert (row["time_us"], row["time_min_us"], row["time_max_us"]) == (
+        6.32,
+        1.09,
+        11.63,
+    )
+    assert runs[0]["warnings"] is None or runs[0]["warnings"] == []
+
+
+def test_multi1_gives_one_run_per_group() -> None:
+    result = _live_fixture("multi1_allreduce_pingpong_np4")
+    runs = result.runs.to_pylist()
+    assert [
+        (r["nranks"], dict(r["params"]).get("groups"), dict(r["params"]).get("group"))
+        for r in runs
+    ] == [(2, "2", "0"), (2, "2", "1"), (4, None, None)]
+    # Lines 44-45: `0  4  10  6.86  6.93  6.89` and `1  4  10  6.38  6.44  6.41`.
+    first, second = _row_at(result, 44), _row_at(result, 45)
+    assert (first["run"], first["collective"], first["time_us"]) == (
+        0,
+        "all_reduce",
+        6.89,
+    )
+    assert (second["run"], second["size_bytes"], second["time_us"]) == (1, 4, 6.41)
+    assert (first["dtype"], second["nranks"]) == ("float32", 2)
+
+
+def test_rma_modes_are_separate_runs() -> None:
+    result = _live_fixture("rma_np2")
+    runs = result.runs.to_pylist()
+    assert [dict(r["params"]).get("MODE") for r in runs] == [
+        "NON-AGGREGATE",
+        "AGGREGATE",
+        None,
+    ]
+    # Unidir_put, 1 byte: line 59 NON-AGGREGATE `1.41`, line 72 AGGREGATE `0.48`.
+    assert (_row_at(result, 59)["run"], _row_at(result, 59)["time_us"]) == (0, 1.41)
+    assert (_row_at(result, 72)["run"], _row_at(result, 72)["time_us"]) == (1, 0.48)
+    assert _row_at(result, 72)["algbw_gbps"] == pytest.approx(0.00207)
+    # Accumulate reduces IMB's reduction type; Compare_and_swap uses MPI_INT.
+    accumulate, swap = _row_at(result, 259), _row_at(result, 322)
+    assert (accumulate["dtype"], accumulate["redop"]) == ("float32", "sum")
+    assert (swap["collective"], swap["dtype"], swap["redop"]) == (
+        "compare_and_swap",
+        "int32",
+        None,
+    )
+    # Truly_passive_put: time_us is t_pure; t_ovrl is named as not kept.
+    passive = _row_at(result, 340)
+    assert (passive["collective"], passive["time_us"], passive["run"]) == (
+        "truly_passive_put",
+        1.08,
+        2,
+    )
+    assert any("t_ovrl[usec]" in w for w in runs[2]["warnings"])
+
+
+def test_nbc_keeps_t_pure_and_names_the_rest() -> None:
+    result = _live_fixture("nbc_np2")
+    run = result.runs.to_pylist()[0]
+    assert run["collectives"][:2] == ["ibcast", "iallgather"]
+    assert run["warnings"] == [
+        "lines 46, 56, 66, 76, 86 and 8 more: IMB columns not kept (no schema "
+        "column): t_ovrl[usec], t_CPU[usec], overlap[%] (time_us is t_pure[usec])"
+    ]
+
+
+def test_uniband_without_time_is_refused_and_named() -> None:
+    """Uniband/Biband print Mbytes/sec and Msg/sec only: no time_us to give."""
+    result = _live_fixture("uniband_biband_np2")
+    assert result.measurements.num_rows == 0
+    run = result.runs.to_pylist()[0]
+    assert run["collectives"] == ["uniband", "biband"]
+    assert run["warnings"] == [
+        f"lines {lines}: {name} table has no time column (IMB prints Mbytes/sec and "
+        "Msg/sec only; time_us cannot be null): row not read"
+        for lines, name in (
+            ("36, 37, 38, 39, 40", "Uniband"),
+            ("47, 48, 49, 50, 51", "Biband"),
+        )
+    ]
+
+
+def test_p2p_invalid_benchmarks_are_warned() -> None:
+    run = _live_fixture("p2p_np2").runs.to_pylist()[0]
+    assert (
+        "line 76: IMB: !! Benchmark Stencil2D is invalid for 2 processes !!"
+        in (run["warnings"])
+    )
+
+
+def test_mt_threads_dtype_and_status() -> None:
+    result = _live_fixture("mt_np2")
+    run = result.runs.to_pylist()[0]
+    assert (run["status"], run["nranks"], dict(run["params"])) == (
+        "complete",
+        2,
+        {"threads": "1"},
+    )
+    assert any("no end-of-run line" in w for w in run["warnings"])
+    assert any("int32 assumed" in w for w in run["warnings"])
+    row = _row_at(result, 85)  # AllReduceMT `16  10  0.46  0.55  0.50`
+    assert (row["collective"], row["dtype"], row["redop"]) == (
+        "all_reduce",
+        "int32",
+        "sum",
+    )
+    assert (row["size_bytes"], row["time_us"]) == (16, 0.50)
+    # Cut inside a table: no longer complete.
+    cut = "\n".join(
+        (FIXTURES / "imb" / f"{LIVE}_mt_np2.log").read_text().split("\n")[:12]
+    )
+    assert ncclparse.parse(cut).runs.column("status").to_pylist() == ["truncated"]
+
+
+def test_check_build_defects_are_warned() -> None:
+    """A `-DCHECK` build's `defects` column (constructed text: no such binary here)."""
+    text = (
+        "#    Intel(R) MPI Benchmarks 2021.11, MPI-1 part\n"
+        "#- Benchmarking Allreduce\n"  # the banner the issue names for -DCHECK
+        "# #processes = 2\n"
+        "       #bytes #repetitions  t_min[usec]  t_max[usec]  t_avg[usec]   defects\n"
+        "            4           10         0.49         0.58         0.54      0.00\n"
+        "            8           10         0.49         0.58         0.54      2.00\n"
+        "# All processes entering MPI_Finalize\n"
+    )
+    result = ncclparse.parse(text)
+    assert result.measurements.num_rows == 2
+    assert result.measurements.column("collective").to_pylist() == ["all_reduce"] * 2
+    assert result.runs.column("warnings").to_pylist()[0] == [
+        "line 6: IMB data check: 2 defects"
     ]
 
 
@@ -202,3 +362,114 @@ def test_live_imb_run_parses_end_to_end(tmp_path: Path) -> None:
     accounting = result.accounting[str(log)]
     assert sum(accounting.values()) == len(log.read_text().splitlines())
     assert accounting["warned"] == 0
+
+
+# Every layout the parser reads, from the impi-rt binaries (small and fast: 4-rank
+# cases are oversubscribed on one host). (binary, ranks, arguments, expected runs as
+# (nranks, params that set the run apart), collectives of the first run).
+LIVE_LAYOUTS: dict[
+    str, tuple[str, int, list[str], list[tuple[int, dict[str, str]]], list[str]]
+] = {
+    "multi0": (
+        "IMB-MPI1",
+        4,
+        ["Allreduce", "-multi", "0", "-npmin", "2", "-msglog", "2:3", "-iter", "10"],
+        [(2, {"groups": "2"}), (4, {})],
+        ["all_reduce"],
+    ),
+    "multi1": (
+        "IMB-MPI1",
+        4,
+        ["Allreduce", "-multi", "1", "-npmin", "2", "-msglog", "2:3", "-iter", "10"],
+        [
+            (2, {"groups": "2", "group": "0"}),
+            (2, {"groups": "2", "group": "1"}),
+            (4, {}),
+        ],
+        ["all_reduce"],
+    ),
+    "npmin": (
+        "IMB-MPI1",
+        4,
+        ["Bcast", "-npmin", "2", "-msglog", "0:2", "-iter", "10"],
+        [(2, {}), (4, {})],
+        ["broadcast"],
+    ),
+    "uniband": (
+        "IMB-MPI1",
+        2,
+        ["PingPong", "Uniband", "Biband", "-msglog", "0:2", "-iter", "10"],
+        [(2, {})],
+        ["pingpong", "uniband", "biband"],
+    ),
+    "nbc": (
+        "IMB-NBC",
+        2,
+        ["Iallreduce", "Ibarrier", "Iallreduce_pure", "-msglog", "2:3", "-iter", "10"],
+        [(2, {})],
+        ["iallreduce", "ibarrier", "iallreduce_pure"],
+    ),
+    "rma": (
+        "IMB-RMA",
+        2,
+        ["Unidir_put", "Truly_passive_put", "-msglog", "0:2", "-iter", "10"],
+        [(2, {"MODE": "NON-AGGREGATE"}), (2, {"MODE": "AGGREGATE"}), (2, {})],
+        ["unidir_put"],
+    ),
+    "p2p": (
+        "IMB-P2P",
+        2,
+        ["PingPong", "Unirandom", "-msglog", "0:2", "-iter", "10"],
+        [(2, {})],
+        ["pingpong", "unirandom"],
+    ),
+    "mt": (
+        "IMB-MT",
+        2,
+        ["PingPongMT", "AllReduceMT", "-count", "1,4", "-repeat", "10"],
+        [(2, {"threads": "1"})],
+        ["pingpong", "all_reduce"],
+    ),
+}
+_RUN_PARAMS = ("groups", "group", "threads", "MODE")
+
+
+@pytest.mark.parametrize("layout", sorted(LIVE_LAYOUTS))
+def test_live_imb_layouts(layout: str, tmp_path: Path) -> None:
+    name, ranks, args, want_runs, want_collectives = LIVE_LAYOUTS[layout]
+    binary = shutil.which(name)
+    if binary is None:
+        pytest.skip(f"{name} is not on PATH (pip install impi-rt provides it)")
+    env = _imb_environment(binary)
+    mpirun = shutil.which("mpirun", path=env["PATH"])
+    if mpirun is None:
+        pytest.skip(f"{name} found but no mpirun beside it")
+    done = subprocess.run(
+        [mpirun, "-n", str(ranks), binary, *args],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    output = done.stdout + done.stderr
+    if "error while loading shared libraries" in output:  # IMB-MT wants libiomp5
+        pytest.skip(f"{name} cannot load its libraries: {output.strip()[:200]}")
+    log = tmp_path / f"{layout}.log"
+    log.write_text(output)
+    assert done.returncode == 0, output[-2000:]
+    result = ncclparse.parse(log)
+    runs = result.runs.to_pylist()
+    assert [
+        (r["nranks"], {k: v for k, v in r["params"] if k in _RUN_PARAMS}) for r in runs
+    ] == want_runs
+    assert {r["status"] for r in runs} == {"complete"}
+    assert runs[0]["collectives"] == want_collectives
+    assert all(r["rows"] > 0 for r in runs)
+    rows = result.measurements.to_pylist()
+    assert all(r["time_us"] >= 0 and r["nranks"] for r in rows)
+    accounting = result.accounting[str(log)]
+    assert sum(accounting.values()) == len(output.splitlines())
+    # Uniband and Biband rows (sizes 0, 1, 2, 4) print no time: warned, not read.
+    assert accounting["warned"] == (8 if layout == "uniband" else 0)

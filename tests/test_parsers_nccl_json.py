@@ -111,6 +111,7 @@ def test_complete_run_fields() -> None:
         "nvls": None,
         "collnet": None,
         "local_ranks": None,
+        "timeout_s": None,
     }
 
 

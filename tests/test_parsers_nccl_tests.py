@@ -153,8 +153,10 @@ def _lines_named(warnings: list[str]) -> set[int]:
     named: set[int] = set()
     for warning in warnings:
         where = warning.split(":", 1)[0].removeprefix("lines ").removeprefix("line ")
-        first, _, last = where.partition("-")
-        named.update(range(int(first), int(last or first) + 1))
+        # A repeated warning names its first lines: `lines 3, 7-9 and 4 more`.
+        for place in where.split(" and ", 1)[0].split(", "):
+            first, _, last = place.partition("-")
+            named.update(range(int(first), int(last or first) + 1))
     return named
 
 

@@ -2,13 +2,16 @@
 
 Both tools usually run under Intel MPI's ``mpirun``; its debug output
 (``I_MPI_DEBUG``), launcher messages and ``BAD TERMINATION`` boxes can appear
-anywhere in their logs.
+anywhere in their logs. Lines of other launchers, Slurm or a shell reporting a
+process killed by a signal are recognised here too (the rule is in ``_signals``).
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+
+from . import _signals
 
 # `[0] MPI startup(): ...`: the `[0] ` rank prefix is already stripped by _lines.
 _STARTUP = re.compile(r"^MPI startup\(\):")
@@ -21,9 +24,6 @@ _BOX_TEXT = re.compile(r"^=\s+(\S.*?)\s*$")
 _SIGNAL = re.compile(r"KILLED BY SIGNAL: (\d{1,9})|EXIT CODE: (\d{1,9})")
 # MPI_Abort and fatal MPI errors: `Abort(1) on node 0 (rank 0 in comm 0): ...`.
 _ABORT = re.compile(r"^Abort\(\d+\)|^Fatal error in ")
-# Signals sent from outside (Ctrl-C, timeout, Hydra killing the other ranks after
-# one failed): they end a run without meaning that the benchmark failed.
-_EXTERNAL_SIGNALS = frozenset({2, 9, 15})
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,11 +56,16 @@ def classify(text: str) -> MpiLine | None:
         if signal:
             number = int(signal.group(1) or signal.group(2))
             failure = (
-                number not in _EXTERNAL_SIGNALS
+                number not in _signals.EXTERNAL  # the one signal rule, _signals
                 if signal.group(1)
                 else number != 0  # EXIT CODE
             )
         return MpiLine("error", box.group(1), failure)
     if _ABORT.match(text):
         return MpiLine("error", text.strip(), True)
+    # Other launchers, Slurm and shells reporting a killed process (Open MPI's
+    # `exited on signal 9 (Killed)`, `srun: error: n1: task 0: Killed`, `Killed`).
+    killed = _signals.classify(text)
+    if killed is not None:
+        return MpiLine("error", killed.message, killed.failure)
     return None

@@ -141,6 +141,7 @@ class Run:
     nvls: bool | None = None
     collnet: bool | None = None
     local_ranks: int | None = None
+    timeout_s: int | None = None  # nccl-tests -T: `Test timeout (Ns)` ended the run
     errors: Notes = field(default_factory=lambda: Notes(grouped=False))
     warnings: Notes = field(default_factory=Notes)
     # The first KEEP_ROWS rows (what inference reads), then those not yet spilled.
@@ -373,6 +374,7 @@ class Collector:
             "nvls": run.nvls,
             "collnet": run.collnet,
             "local_ranks": run.local_ranks,
+            "timeout_s": run.timeout_s,
         }
         for name, column in self.runs.items():
             column.append(values[name])

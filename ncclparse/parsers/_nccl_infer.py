@@ -25,6 +25,9 @@ _BY_OLD_KEYS: dict[tuple[str, ...], tuple[str, ...]] = {
 _SPLIT = frozenset(
     {"all_gather", "reduce_scatter", "alltoall", "gather", "scatter", "hypercube"}
 )
+# Tests added in nccl-tests v2.10 (sendrecv, hypercube, scatter) and v2.11 (gather);
+# alltoallv in v2.19.
+_SINCE_2_10 = frozenset({"sendrecv", "hypercube", "scatter", "gather", "alltoallv"})
 _NAME_PATTERNS = [
     (name, re.compile(pattern, re.IGNORECASE))
     for name, pattern in (
@@ -48,8 +51,17 @@ def names_in(text: str) -> list[str]:
     return [name for name, pattern in _NAME_PATTERNS if pattern.search(text)]
 
 
-def infer_collective(run: Run, old_keys: tuple[str, ...] | None, source: str) -> None:
-    """Set ``run.collectives`` from the header keys, the numbers or the file name."""
+def infer_collective(
+    run: Run,
+    old_keys: tuple[str, ...] | None,
+    source: str,
+    before_2_10: bool = False,
+) -> None:
+    """Set ``run.collectives`` from the header keys, the numbers or the file name.
+
+    ``before_2_10``: the header is of an era (E0-E1) whose nccl-tests had no
+    sendrecv, hypercube, scatter or gather test; they are never inferred then.
+    """
     if run.collectives:
         return
     candidates = list(_BY_OLD_KEYS.get(old_keys, ())) if old_keys else []
@@ -57,12 +69,21 @@ def infer_collective(run: Run, old_keys: tuple[str, ...] | None, source: str) ->
     evidence = (
         [f"the column set {' '.join(old_keys)}"] if candidates and old_keys else []
     )
+    if before_2_10:
+        candidates = [c for c in candidates if c not in _SINCE_2_10]
+        evidence.append(
+            "the format era (6-wide type column and error column: nccl-tests "
+            "before v2.10, which had no sendrecv, hypercube, scatter or gather)"
+        )
     numbers = _candidates_from_numbers(run)
     if numbers is not None:
         found, why = numbers
+        if before_2_10:
+            found = [c for c in found if c not in _SINCE_2_10]
         kept = [c for c in found if not candidates or c in candidates]
-        candidates = kept or found
-        evidence.append(why)
+        if kept or not candidates:
+            candidates = kept or found
+            evidence.append(why)
     if len(candidates) != 1:
         named = [
             n
@@ -172,11 +193,32 @@ def _in_place_checked(run: Run) -> bool | None:
     return None if len(in_place) != 1 else in_place == {True}
 
 
-def infer_ranks(run: Run) -> None:
-    """Set nranks/nnodes from the Rank lines, or nranks from the numbers."""
+def infer_ranks(run: Run, elided: bool = False, launch: bool = False) -> None:
+    """Set nranks/nnodes from the Rank lines, or nranks from the numbers.
+
+    ``elided``: the user replaced Rank lines with ``......`` (infer_nodes_from_elided
+    then decides nnodes). ``launch``: the run's command and parameter line are the
+    text log's (echoed command, ``nThread``/``nGpus``), which may give the rank count
+    (ranks_launched); without it only all_reduce consults the command, as a
+    tie-breaker.
+    """
     if run.hosts:
         run.nranks = len(run.hosts)
-        run.nnodes = len({h for h in run.hosts if h is not None})
+        known = [h for h in run.hosts if h is not None]
+        # The last rank's host is missing only when its line was cut by the end of
+        # input (its process's other ranks are listed): the count stays a lower
+        # bound, as with every cut Rank list.
+        if None not in run.hosts[:-1]:
+            run.nnodes = len(set(known))
+        elif not elided:
+            # Hosts of the ranks whose lines are missing are unknown: counting the
+            # visible ones (1 of a 72-rank run) would be a guess. NCCL's `nNodes`
+            # fills it when printed (the parser's _close).
+            run.warn(
+                run.first_line,
+                f"Rank lines for {len(known)} of {run.nranks} ranks: nnodes not "
+                "counted from them (taken from NCCL's nNodes if printed)",
+            )
         return
     collective = run.collectives[0] if run.collectives else None
     sized = [r for r in run.rows if r["size_bytes"] and r["count"]]
@@ -191,15 +233,35 @@ def infer_ranks(run: Run) -> None:
             run.first_line,
             f"no Rank lines; nranks {run.nranks} inferred from the size/count ratio",
         )
+        stated = ranks_launched(run.command, run.params) if launch else None
+        if stated is not None and stated[0] != ratio:
+            run.warn(
+                run.first_line,
+                f"{stated[1]} gives {stated[0]} ranks, the size/count ratio "
+                f"{ratio}: the ratio is taken",
+            )
     elif collective == "all_reduce":
         feasible = _ranks_from_bus_ratio(run.rows)
-        launched = ranks_from_command(run.command)
+        if launch:
+            found = ranks_launched(run.command, run.params)
+        else:  # the command alone, as a tie-breaker
+            count = ranks_from_command(run.command)
+            found = None if count is None else (count, "the command line")
+        launched = found[0] if found is not None else None
         if launched is not None and launched in feasible:
             run.nranks = launched
             run.warn(
                 run.first_line,
                 f"no Rank lines; nranks {launched} from the command line, consistent "
                 "with busbw/algbw",
+            )
+        elif launch and found is not None and not feasible:
+            _take_launched(run, found)
+        elif launch and found is not None and len(feasible) > 1:
+            run.warn(
+                run.first_line,
+                f"no Rank lines; {found[1]} gives {found[0]} ranks, which busbw/algbw "
+                "does not fit: nranks unknown",
             )
         elif len(feasible) == 1:
             run.nranks = feasible[0]
@@ -214,6 +276,14 @@ def infer_ranks(run: Run) -> None:
                 f"no Rank lines; busbw/algbw fits any nranks from "
                 f"{feasible[0]} to {feasible[-1]}: nranks unknown",
             )
+    elif launch and (found := ranks_launched(run.command, run.params)) is not None:
+        # Nothing in the numbers tells the rank count of these collectives.
+        _take_launched(run, found)
+
+
+def _take_launched(run: Run, found: tuple[int, str]) -> None:
+    run.nranks = found[0]
+    run.warn(run.first_line, f"no Rank lines; nranks {found[0]} from {found[1]}")
 
 
 _MAX_RANKS = 65536
@@ -246,6 +316,43 @@ def _ranks_from_bus_ratio(rows: list[dict[str, Any]]) -> list[int]:
 
 _LAUNCH_COUNT = re.compile(r"(?:^|\s)(?:-np|-n|--np|--ntasks)[=\s]+(\d{1,6})\b")
 _PER_PROCESS = re.compile(r"(?:^|\s)-(?P<opt>[gt])\s+(?P<n>\d{1,4})\b")
+
+
+# What may precede the benchmark binary on a command line that starts it directly.
+_DIRECT = re.compile(
+    r"^(?:\+\s+)?(?:[A-Za-z_][A-Za-z0-9_]*=\S*\s+)*\S*_perf\w*(?:\s|$)", re.ASCII
+)
+
+
+def ranks_launched(
+    command: str | None, params: dict[str, str]
+) -> tuple[int, str] | None:
+    """Ranks a run has by its launch: (count, the evidence), or None when unknown.
+
+    Processes from the launcher (``mpirun -np N``, ``srun -n N``), or 1 when the
+    command starts the binary itself; ranks per process from the parameter line
+    (``nThread T nGpus G``, printed by the tool), else the command's ``-t``/``-g``.
+    Without an echoed command the process count is unknown: nGpus alone is no
+    rank count (an MPI run prints the nGpus of one process).
+    """
+    if not command or "_perf" not in command:
+        return None
+    launcher, _, _ = command.partition("_perf")
+    count = _LAUNCH_COUNT.search(launcher)
+    if count is not None:
+        processes, what = int(count.group(1)), f"{count.group(0).strip()} processes"
+    elif _DIRECT.match(command.strip()):
+        processes, what = 1, "one process (no launcher)"
+    else:
+        return None
+    threads, gpus = params.get("nThread"), params.get("nGpus")
+    if threads and gpus and threads.isdigit() and gpus.isdigit():
+        per = int(threads) * int(gpus)
+        return processes * per, f"{what} x nThread {threads} x nGpus {gpus}"
+    per = 1
+    for option in _PER_PROCESS.finditer(command.partition("_perf")[2]):
+        per *= int(option.group("n"))
+    return processes * per, f"the command line ({what} x -t x -g)"
 
 
 def ranks_from_command(command: str | None) -> int | None:

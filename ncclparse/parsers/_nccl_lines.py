@@ -39,10 +39,20 @@ CUT_OWN = re.compile(
 )  # how cut rows and (`#`-stripped) tool lines start
 # mscclpp-test prints nccl-tests' preamble and Rank lines, then its own table.
 LOOKALIKE = re.compile(r"MSCCL\+\+|^#?\s*minBytes \d", re.ASCII)
+# rccl-tests >= 2.17.9 prints its own `# rccl-tests version 2.17.9-BRANCH:HASH
+# rccl-headers=N rccl-library=N` (real: alibaba-readme, rocmsystems-3415).
 VERSION = re.compile(
-    r"^nccl-tests version (?P<v>\S+)(?:.*nccl-library=(?P<lib>\d{1,9})\b)?", re.ASCII
+    r"^(?P<tool>[nr])ccl-tests version (?P<v>\S+)"
+    r"(?:.*[nr]ccl-library=(?P<lib>\d{1,9})\b)?",
+    re.ASCII,
 )
 RCCL_VERSION = re.compile(r"^rccl-tests: Version (?P<v>\S+)", re.ASCII)
+# The block RCCL prints with NCCL_DEBUG=VERSION: `RCCL version : 2.28.3-gfx1151-rccl:…`,
+# `HIP version  : …`, `ROCm version : …`, `Hostname     : …`, `Librccl path : …`.
+RCCL_BLOCK = re.compile(
+    r"^(?:(?P<what>RCCL|HIP|ROCm) version|Hostname|Librccl path)\s*:\s*(?P<v>\S*)",
+    re.ASCII,
+)
 STARTING = re.compile(
     r"^Collective test (?P<what>starting|concluded): (?P<name>\S+)", re.ASCII
 )
@@ -139,12 +149,12 @@ def sniff(head: Sequence[Line]) -> bool:
 
     Rank lines alone do not decide: look-alikes (mscclpp-test) print them too.
     """
+    from ._nccl_recover import undecorate_line  # it imports this module
+
     rows = 0
     ranks = False
     for line in head:
-        text = line.text
-        if text.lstrip().startswith("|"):
-            text = from_markdown_table(text)
+        text, _ = undecorate_line(line.text)
         body = text.strip().lstrip("#").strip()
         if LOOKALIKE.search(text):
             return False

@@ -22,9 +22,14 @@ class StreamState:
     layout: Layout | None = None
     placements: tuple[str, ...] | None = None
     old_keys: tuple[str, ...] | None = None
+    # The header's `type` column is 6 wide with an `error` column: nccl-tests before
+    # v2.10 (E0-E1), which had no sendrecv, hypercube, scatter or gather test.
+    before_2_10: bool = False
     device_index: dict[int, int] = field(default_factory=dict)
     elided: bool = False
     pending: tuple[int, list[str]] | None = None  # a row cut by other output
+    wrapped: bool = False  # pending is a row too short for the layout (wrapped?)
+    row_fields: int | None = None  # tokens of the last row read whole
     unread: list[int] = field(default_factory=list)  # consecutive unrecognised lines
     # A non-MPI build under `mpirun -np K` without --tag-output prints K interleaved
     # copies of one run; they are told apart by the order in which rows repeat.

@@ -1,14 +1,29 @@
-"""Intel MPI Benchmarks ``IMB-MPI1`` output.
+"""Intel MPI Benchmarks output: IMB-MPI1, IMB-NBC, IMB-RMA, IMB-P2P and IMB-MT.
 
 One launch prints a preamble (version, date, calling sequence, datatypes), then one
 section per benchmark and process count. ``nranks`` is per run in the tables, so a
 launch whose sections use several process counts (``-npmin``) becomes one run per
-process count; launch-wide facts (params, command, status, errors) are repeated in
-each. Status: ``failed`` when IMB or MPI reported an error, ``complete`` after
-``# All processes entering MPI_Finalize``, otherwise ``truncated``. IMB prints no
-algbw/busbw for collectives (left null); the point-to-point ``Mbytes/sec``
-(10^6 bytes/s, IMB's own throughput: X/t for PingPong and PingPing, 2X/t for
-Sendrecv, 4X/t for Exchange) is kept in ``algbw_gbps`` divided by 1000.
+process count; launch-wide facts (command, status, errors) are repeated in each, and
+``params`` holds the launch's preamble plus what sets the run apart (schema.md, "Intel
+MPI Benchmarks"). A run spans the lines of its own sections (the first run also the
+preamble, the last section's run also the footer); IMB prints the process counts of
+each benchmark in turn, so the spans of one launch's runs interleave. Sections that
+measure something else than the same operation on the same ranks are their own runs
+too: ``-multi`` groups (``Multi-<name>``, ``nranks`` the group size, ``params``
+``groups``; with ``-multi 1`` one run per group, ``params`` ``group``), IMB-RMA's
+``MODE: AGGREGATE`` / ``NON-AGGREGATE`` (``params`` ``MODE``) and IMB-MT's thread
+count (``params`` ``threads``).
+
+Status: ``failed`` when IMB or MPI reported an error, ``complete`` after
+``# All processes entering MPI_Finalize``, otherwise ``truncated``; IMB-MT prints no
+such line, so its launches that end with a whole line and no error are ``complete``,
+with a warning saying so. IMB prints no algbw/busbw for collectives (left null); the
+point-to-point ``Mbytes/sec`` (10^6 bytes/s, IMB's own throughput: X/t for PingPong
+and PingPing, 2X/t for Sendrecv, 4X/t for Exchange) is kept in ``algbw_gbps``
+divided by 1000. Columns without a schema column (``t_ovrl``, ``t_CPU``,
+``overlap[%]``, ``Msg/sec``, ``defects``, ...) are named in the run's warnings.
+Uniband and Biband print no time, and ``time_us`` is never derived: their rows are
+not read, each named in warnings.
 """
 
 from __future__ import annotations
@@ -16,6 +31,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from ncclparse.schema import RunStatus
@@ -49,6 +65,10 @@ _CANONICAL = {
     # pattern of nccl-tests sendrecv.
     "sendrecv": "sendrecv",
 }
+# IMB-RMA benchmarks on IMB's reduction datatype and MPI_Op (IMB_rma_atomic.c:
+# `bmark->reduction = 1`); Compare_and_swap "Uses MPI_INT data type".
+_RMA_REDUCING = frozenset({"accumulate", "get_accumulate", "fetch_and_op"})
+_RMA_INT = frozenset({"compare_and_swap"})
 _MPI_DTYPES = {
     "MPI_BYTE": "uint8",
     "MPI_CHAR": "int8",
@@ -63,6 +83,20 @@ _DEFAULT_PARAMS = {
     "MPI_Datatype for reductions": "MPI_FLOAT",
     "MPI_Op": "MPI_SUM",
 }
+# IMB-MT prints no preamble: its `-datatype` defaults to int, for every benchmark.
+_MT_PARAMS = {
+    "MPI_Datatype": "MPI_INT",
+    "MPI_Datatype for reductions": "MPI_INT",
+    "MPI_Op": "MPI_SUM",
+}
+_MT_ASSUMED = (
+    "IMB-MT prints no datatype: int32 assumed (its -datatype default; "
+    "-datatype char would be int8), MPI_SUM for reductions"
+)
+_MT_NO_FOOTER = (
+    "IMB-MT prints no end-of-run line: complete because the input ends with a "
+    "whole line and no error"
+)
 _COLUMNS = {
     "#bytes": "reported_bytes",
     "#repetitions": "repetitions",
@@ -70,11 +104,21 @@ _COLUMNS = {
     "t_avg[usec]": "time_us",
     "t_min[usec]": "time_min_us",
     "t_max[usec]": "time_max_us",
+    # IMB-NBC and IMB-RMA Truly_passive_put: the operation alone (no overlapping
+    # computation), the time of one operation in the schema's sense.
+    "t_pure[usec]": "time_us",
     "Mbytes/sec": "algbw_gbps",
+    # Read, but not schema columns (popped before the row is made).
+    "Group": "_group",
+    "Msg/sec": "_msg_rate",
+    "defects": "_defects",
 }
+# Printed columns that have no schema column: named once per run in warnings.
+_NOT_KEPT = ("t_ovrl[usec]", "t_CPU[usec]", "overlap[%]")
 _MBYTES_PER_GB = 1000.0
 
 _TITLE = re.compile(r"Intel\s?\(R\) MPI Benchmarks?(?: Suite)? V?([\d.]+)", re.ASCII)
+_PART = re.compile(r",\s*([\w-]{1,40} part)\b", re.ASCII)
 # Lines IMB prints, at the start of a line: prose that names the program (a README,
 # a SOURCES.md saying what a log is) is not its output.
 _SNIFF = re.compile(
@@ -83,8 +127,17 @@ _SNIFF = re.compile(
     re.ASCII,
 )
 _RULE = re.compile(r"^#-{10,}\s*$", re.ASCII)
-_BENCHMARKING = re.compile(r"^# Benchmarking (\S+)\s*$", re.ASCII)
-_PROCESSES = re.compile(r"^# #processes = (\d{1,6})\b", re.ASCII)
+# `#- Benchmarking` is said to open sections of -DCHECK builds (no such binary here).
+_BENCHMARKING = re.compile(r"^#-? Benchmarking (\S+)\s*$", re.ASCII)
+_PROCESSES = re.compile(
+    r"^# #processes = (\d{1,6})\b(?:\s*\(threads: (\d{1,6})\))?", re.ASCII
+)
+_GROUPS = re.compile(
+    r"^# \( (\d{1,6}) groups? of (\d{1,6}) processes each running simultaneous",
+    re.ASCII,
+)
+_MODE = re.compile(r"^#\s+MODE:\s*([A-Z-]+)\s*$", re.ASCII)
+_INVALID = re.compile(r"^(?:#\s*)?(!! Benchmark .*)$", re.ASCII)
 _PARAM = re.compile(r"^# ([A-Za-z_][\w ]*?)\s*:\s*(.*?)\s*$", re.ASCII)
 _FOOTER = "# All processes entering MPI_Finalize"
 _LIST = "List of Benchmarks to run"
@@ -98,7 +151,7 @@ def sniff(head: Sequence[Line]) -> bool:
 
 
 def _read(lines: Iterable[Line], source: str) -> tuple[list[Run], Counter[str]]:
-    """Parse IMB-MPI1 output; returns its runs and the line accounting."""
+    """Parse IMB output; returns its runs and the line accounting."""
     parser = _Parser()
     for line in lines:
         parser.kinds[parser.feed(line)] += 1
@@ -106,50 +159,95 @@ def _read(lines: Iterable[Line], source: str) -> tuple[list[Run], Counter[str]]:
     return parser.runs, parser.kinds
 
 
+@dataclass(frozen=True, slots=True)
+class _Key:
+    """What sets a run apart inside one launch."""
+
+    nranks: int
+    groups: int | None = None  # -multi: groups running at once (nranks each)
+    group: int | None = None  # -multi 1: this group's own rows
+    threads: int | None = None  # IMB-MT
+    mode: str | None = None  # IMB-RMA / IMB-IO: AGGREGATE, NON-AGGREGATE
+
+    def params(self) -> dict[str, str]:
+        named = {
+            "groups": self.groups,
+            "group": self.group,
+            "threads": self.threads,
+            "MODE": self.mode,
+        }
+        return {k: str(v) for k, v in named.items() if v is not None}
+
+
 class _Launch:
-    """One IMB launch: its runs by process count and what they share."""
+    """One IMB launch: its runs by key and what they share."""
 
     def __init__(self, first_line: int) -> None:
         self.first = Run(tool=TOOL, first_line=first_line)
-        self.by_nranks: dict[int, Run] = {}
+        self.by_key: dict[_Key, Run] = {}
+        self.params: dict[str, str] = {}  # the preamble's, shared by every run
+        self.part = ""  # "MPI-1 part", "MPI-NBC part", "MT part", ...
         self.failure = False
         self.footer = False
         self.in_command = False
+        self.last_complete = True
 
     @property
     def runs(self) -> list[Run]:
         return [
             self.first,
-            *(r for r in self.by_nranks.values() if r is not self.first),
+            *(r for r in self.by_key.values() if r is not self.first),
         ]
 
-    def run_for(self, nranks: int, line: int) -> Run:
-        """The run of ``nranks`` processes, created at ``line`` if new."""
-        if nranks not in self.by_nranks:
-            if self.first.nranks is None:
-                self.first.nranks = nranks
+    @property
+    def mt(self) -> bool:
+        return self.part == "MT part"
+
+    def run_for(self, key: _Key, line: int) -> Run:
+        """The run of ``key``, created with its span starting at ``line`` if new."""
+        if key not in self.by_key:
+            if not self.by_key:
+                self.first.nranks = key.nranks
                 run = self.first
             else:
-                run = Run(tool=TOOL, first_line=line, nranks=nranks)
+                run = Run(tool=TOOL, first_line=line, nranks=key.nranks)
                 run.tool_version = self.first.tool_version
                 run.library_version = self.first.library_version
                 run.command = self.first.command
-                run.params = self.first.params  # shared: launch-wide
-                run.errors = self.first.errors
+                run.errors = self.first.errors  # shared: launch-wide
                 run.warnings = self.first.warnings
                 run.hosts = self.first.hosts
-            self.by_nranks[nranks] = run
-        return self.by_nranks[nranks]
+            self.by_key[key] = run
+        return self.by_key[key]
+
+
+@dataclass(slots=True)
+class _Section:
+    """The benchmark section being read (`# Benchmarking ...` up to the next)."""
+
+    benchmark: str
+    start: int
+    nranks: int | None = None
+    threads: int | None = None
+    groups: int | None = None
+    mode: str | None = None
+    columns: tuple[str, ...] = ()
+    header: int = 0
+    bound: bool = False
+
+    def key(self, group: int | None = None) -> _Key:
+        assert self.nranks is not None
+        return _Key(self.nranks, self.groups, group, self.threads, self.mode)
 
 
 class _Parser:
     def __init__(self) -> None:
         self.launches: list[_Launch] = []
         self.launch: _Launch | None = None
-        self.run: Run | None = None
+        self.run: Run | None = None  # the run the current lines belong to
         self.kinds: Counter[str] = Counter()
-        self.benchmark = ""
-        self.columns: list[str] = []
+        self.section: _Section | None = None
+        self.rule = 0  # number of the last line if it was a `#-----` rule
 
     @property
     def runs(self) -> list[Run]:
@@ -163,10 +261,13 @@ class _Parser:
         launch, run = self.launch, self.run
         assert launch is not None
         assert run is not None
-        for each in launch.runs:
-            each.last_line = line.number
+        launch.last_complete = line.complete
+        if self.section is None or self.section.bound:
+            run.last_line = line.number
         if title:
             launch.first.tool_version = title.group(1)
+            part = _PART.search(text, title.end())
+            launch.part = part.group(1) if part else ""
             return "structure"
         if not text.strip():
             return "blank"
@@ -183,14 +284,17 @@ class _Parser:
                 hosts.extend([None] * (rank + 1 - len(hosts)))
                 hosts[rank] = host
             return mpi.kind
-        return self._content(launch, run, line)
+        kind = self._content(launch, run, line)
+        self.rule = line.number if _RULE.match(text) else 0
+        return kind
 
     def _start(self, number: int) -> None:
+        self._close()
         self.launch = _Launch(number)
         self.launches.append(self.launch)
         self.run = self.launch.first
-        self.benchmark = ""
-        self.columns = []
+        self.section = None
+        self.rule = 0
 
     def _content(self, launch: _Launch, run: Run, line: Line) -> str:
         text = line.text
@@ -200,31 +304,78 @@ class _Parser:
             launch.failure = True
             return "error"
         if stripped == _FOOTER:
+            self._close()
             launch.footer = True
             return "structure"
         bench = _BENCHMARKING.match(text)
         if bench:
-            self.benchmark = bench.group(1)
-            self.columns = []
+            self._close()
+            start = self.rule or line.number
+            self.section = _Section(bench.group(1), start)
             return "structure"
-        procs = _PROCESSES.match(text)
-        if procs:
-            self.run = launch.run_for(int(procs.group(1)), line.number)
-            name = _collective(self.benchmark)
-            self.run.add_collective(name)
+        section = self.section
+        if section is not None and not section.bound and self._banner(section, text):
             return "structure"
-        if stripped.startswith(("#bytes", "#repetitions")):
-            self.columns = stripped.split()
+        first = stripped.split()[0] if stripped else ""
+        if section is not None and first in ("#bytes", "#repetitions", "Group"):
+            section.columns = tuple(stripped.split())
+            section.header = line.number
+            self._bind(line.number)
+            if section.bound:
+                self._not_kept(run if self.run is None else self.run, section)
             return "structure"
-        if self.columns and _NUMBER.match(stripped.split()[0]):
-            return self._row(run, line, stripped.split())
+        if section is not None and section.columns and _NUMBER.match(first):
+            return self._row(launch, section, line, stripped.split())
+        invalid = _INVALID.match(stripped)
+        if invalid:  # e.g. PingPong invalid for 1 process, Stencil2D for 2
+            run.warn(line.number, f"IMB: {invalid.group(1)}")
+            return "structure"
         if text.startswith("#"):
             return self._preamble(launch, text)
-        if stripped.startswith("!! Benchmark"):  # e.g. PingPong invalid for 1 process
-            run.warn(line.number, f"IMB: {stripped}")
-            return "structure"
         run.warn(line.number, f"unrecognised line: {stripped[:80]!r}")
         return "warned"
+
+    def _banner(self, section: _Section, text: str) -> bool:
+        """Read a section banner line (process count, groups, mode) if it is one."""
+        procs = _PROCESSES.match(text)
+        if procs:
+            section.nranks = int(procs.group(1))
+            section.threads = int(procs.group(2)) if procs.group(2) else None
+            return True
+        groups = _GROUPS.match(text)
+        if groups:
+            section.groups, section.nranks = int(groups.group(1)), int(groups.group(2))
+            return True
+        mode = _MODE.match(text)
+        if mode:
+            section.mode = mode.group(1)
+            return True
+        return False
+
+    def _bind(self, number: int) -> None:
+        """Give the section its run (the first group's with -multi 1)."""
+        section, launch = self.section, self.launch
+        assert launch is not None
+        if section is None or section.bound or section.nranks is None:
+            return
+        section.bound = True
+        group = 0 if section.groups is not None and "Group" in section.columns else None
+        previous = self.run
+        run = launch.run_for(section.key(group), section.start)
+        if previous is not None and previous is not run:
+            # The rule line that opens this section was counted in the previous one.
+            previous.last_line = min(previous.last_line, section.start - 1)
+        run.first_line = min(run.first_line, section.start)
+        run.last_line = max(run.last_line, number)
+        run.add_collective(self._names(section.benchmark)[0])
+        self.run = run
+
+    def _close(self) -> None:
+        """End the current section: one that named its process count but printed no
+        table (cut off, or skipped) still names its collective in its run."""
+        if self.section is not None and not self.section.bound:
+            self._bind(self.section.start)
+        self.section = None
 
     def _preamble(self, launch: _Launch, text: str) -> str:
         """Preamble and banner lines; all are the tool's own structure."""
@@ -237,34 +388,112 @@ class _Parser:
             launch.in_command = True
         elif not _RULE.match(text):
             param = _PARAM.match(text)
-            if param and not self.benchmark and param.group(1) != _LIST:
-                run.params[param.group(1)] = param.group(2)
+            if param and self.section is None and param.group(1) != _LIST:
+                launch.params[param.group(1)] = param.group(2)
         return "structure"
 
-    def _row(self, run: Run, line: Line, tokens: list[str]) -> str:
+    def _row(
+        self, launch: _Launch, section: _Section, line: Line, tokens: list[str]
+    ) -> str:
         number = line.number
-        problem = table_row_problem(tokens, self.columns, _COLUMNS)
+        run = self.run
+        assert run is not None
+        if not section.bound:
+            run.warn(
+                number, f"{section.benchmark} table has no process count: not read"
+            )
+            return "warned"
+        columns = list(section.columns)
+        problem = table_row_problem(tokens, columns, _COLUMNS)
         if problem is not None and line.complete:
             run.warn(number, f"{problem}: row not read")
             return "warned"
-        values = read_table_row(run, line, tokens, self.columns, _COLUMNS)
+        values = read_table_row(run, line, tokens, columns, _COLUMNS)
         if values is None:
             return "warned"
+        group = values.pop("_group", None)
+        if group is not None and section.groups is not None:
+            if not (group.is_integer() and 0 <= group < section.groups):
+                run.warn(
+                    number, f"Group {group:g} is not one of the groups: row not read"
+                )
+                return "warned"
+            run = launch.run_for(section.key(int(group)), section.start)
+            run.add_collective(self._names(section.benchmark)[0])
+            run.last_line = max(run.last_line, number)
+        rate = values.pop("_msg_rate", None)
+        defects = values.pop("_defects", None)
+        if defects:
+            run.warn(number, f"IMB data check: {defects:g} defects")
         if "algbw_gbps" in values:
             values["algbw_gbps"] /= _MBYTES_PER_GB
         if "time_us" not in values:
-            run.warn(number, f"{self.benchmark} table has no time column: not read")
+            # Uniband/Biband print Mbytes/sec and Msg/sec only; time_us cannot be null
+            # and is never derived (every number of a row is one its line prints).
+            printed = " and Msg/sec" if rate is not None else ""
+            run.warn(
+                number,
+                f"{section.benchmark} table has no time column (IMB prints Mbytes/sec"
+                f"{printed} only; time_us cannot be null): row not read",
+            )
             return "warned"
-        run.add_row(self._measurement(run, number, values))
+        run.add_row(self._measurement(launch, run, section, number, values))
         return "measurement"
 
+    @staticmethod
+    def _not_kept(run: Run, section: _Section) -> None:
+        dropped = [c for c in section.columns if c in _NOT_KEPT]
+        if "Msg/sec" in section.columns and any(
+            _COLUMNS.get(c) == "time_us" for c in section.columns
+        ):
+            dropped.append("Msg/sec")
+        unknown = [
+            c for c in section.columns if c not in _COLUMNS and c not in _NOT_KEPT
+        ]
+        note = ", ".join(dropped + unknown)
+        if note:
+            pure = (
+                " (time_us is t_pure[usec])"
+                if "t_pure[usec]" in section.columns
+                else ""
+            )
+            run.warn(
+                section.header, f"IMB columns not kept (no schema column): {note}{pure}"
+            )
+
+    def _names(self, benchmark: str) -> tuple[str, str]:
+        """The row's collective and the collective whose conventions it follows."""
+        launch = self.launch
+        assert launch is not None
+        name = benchmark.removeprefix("Multi-")
+        if launch.mt:
+            name = name.removesuffix("MT")
+        lower = name.lower()
+        if launch.part == "MPI-NBC part" and lower.startswith("i"):
+            # Iallreduce, Iallreduce_pure: non-blocking, not MPI_Allreduce's time.
+            base = lower[1:].removesuffix("_pure")
+            return lower, _CANONICAL.get(base, base)
+        canonical = _CANONICAL.get(lower, lower)
+        return canonical, canonical
+
     def _measurement(
-        self, run: Run, number: int, values: dict[str, Any]
+        self,
+        launch: _Launch,
+        run: Run,
+        section: _Section,
+        number: int,
+        values: dict[str, Any],
     ) -> dict[str, Any]:
-        collective = _collective(self.benchmark)
-        reduces = collective in REDUCING
-        params = {**_DEFAULT_PARAMS, **run.params}
-        mpi_type = params["MPI_Datatype for reductions" if reduces else "MPI_Datatype"]
+        collective, base = self._names(section.benchmark)
+        reduces = base in REDUCING or base in _RMA_REDUCING
+        defaults = _MT_PARAMS if launch.mt else _DEFAULT_PARAMS
+        params = {**defaults, **launch.params}
+        if base in _RMA_INT:
+            mpi_type = "MPI_INT"
+        else:
+            mpi_type = params[
+                "MPI_Datatype for reductions" if reduces else "MPI_Datatype"
+            ]
         # Barrier moves no data and prints no #bytes.
         reported = values.pop("reported_bytes", 0)
         return {
@@ -274,29 +503,33 @@ class _Parser:
             "placement": "out-of-place",
             "reported_bytes": reported,
             "size_bytes": imb_size_bytes(
-                collective, reported, run.nranks or 1, run.tool_version
+                base, reported, run.nranks or 1, run.tool_version
             ),
             "dtype": _MPI_DTYPES.get(mpi_type, mpi_type),
             "redop": _MPI_OPS.get(params["MPI_Op"]) if reduces else None,
         }
 
     def finish(self) -> None:
+        self._close()
         for launch in self.launches:
             status: RunStatus
             if launch.failure:
                 status = "failed"
             elif launch.footer:
                 status = "complete"
+            elif launch.mt and launch.by_key and launch.last_complete:
+                status = "complete"
+                launch.first.warn(launch.first.last_line, _MT_NO_FOOTER)
             else:
                 status = "truncated"
-            for run in launch.runs:
+            if launch.mt and launch.by_key:
+                launch.first.warn(launch.first.first_line, _MT_ASSUMED)
+            for key, run in [(None, launch.first), *launch.by_key.items()]:
+                if key is None and launch.by_key:
+                    continue
                 run.status = status
+                run.params = {**launch.params, **(key.params() if key else {})}
                 run.nnodes = len({h for h in run.hosts if h is not None}) or None
-
-
-def _collective(benchmark: str) -> str:
-    name = benchmark.lower()
-    return _CANONICAL.get(name, name)
 
 
 # The parser contract (ncclparse.parsers.Parser): runs reach emit at the end.

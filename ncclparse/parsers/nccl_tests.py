@@ -13,6 +13,7 @@ import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable
+from typing import Any
 
 from ._lines import MAX_LINE, Line, Skipped
 from ._model import Run
@@ -46,18 +47,19 @@ from ._nccl_lines import (
     PARAM_PAIR,
     PARAMS,
     RANK,
+    RCCL_BLOCK,
     RCCL_VERSION,
     ROW_START,
     STARTING,
     STRUCTURE_PREFIXES,
     TOOL_ERROR,
     VERSION,
-    from_markdown_table,
     is_rank_zero,
     maybe_noise,
     nccl_code,
     sniff,
 )
+from ._nccl_recover import cut_row_doubt, shown, split_trailing, undecorate_line
 from ._nccl_state import (
     StreamState,
     grow_ranks,
@@ -67,9 +69,17 @@ from ._nccl_state import (
 )
 from ._nccl_topology import Facts, Topology, scan_line
 from ._noise import is_command, is_noise
+from ._signals import Signal
+from ._signals import classify as killed_by
 
 NAME = "nccl-tests"
+# Between the `count` (E0: `N`) and `type` labels of the column-names line.
+_TYPE_GAP = re.compile(r"(?:\bcount|\bN)(?P<gap> +)type\b", re.ASCII)
 READS_SKIPPED = True  # takes Skipped runs of plain NCCL debug lines too
+# nccl-tests -T (src/common.cu): `HOST: Test timeout (60s) common.cu:518`.
+_TIMEOUT = re.compile(r"Test timeout \((?P<s>[0-9]{1,9})s\)", re.ASCII)
+# -I 1 -K N: `# Per-Iteration Report: ...; summary skips first N iterations `.
+_ITER_SKIP = re.compile(r"summary skips first (?P<n>[0-9]{1,9}) iterations", re.ASCII)
 
 
 class _Parser:
@@ -100,6 +110,7 @@ class _Parser:
             self.pending_version = None
         state.run, state.phase, state.openers = run, "preamble", set()
         state.layout, state.placements, state.old_keys = None, None, None
+        state.before_2_10, state.row_fields = False, None
         state.device_index, state.elided = {}, False
         state.copies, state.repeats, state.footers = 1, Counter(), 0
         state.rank_lines = Counter()
@@ -117,13 +128,14 @@ class _Parser:
         if run is None:
             return
         self._flush_unread(state)
+        self._flush_wrapped(state)
         if state.pending is not None:
             number, _ = state.pending
             run.warn(number, "data row cut by other output and never completed")
             state.pending = None
         if run.status == "truncated" and run.rows:
             run.warn(run.last_line, "input ended before the footer (run truncated)")
-        infer_collective(run, state.old_keys, self.source)
+        infer_collective(run, state.old_keys, self.source, state.before_2_10)
         nodes = None
         if state.topology is not None:
             for name, value in state.topology.columns().items():
@@ -133,7 +145,7 @@ class _Parser:
         runs = split_copies(run, state) if state.copies > 1 else [run]
         self.runs.extend(runs[1:])
         for each in runs:
-            infer_ranks(each)
+            infer_ranks(each, state.elided, launch=True)
             if state.elided:
                 infer_nodes_from_elided(each, state.device_index)
             if each.nnodes is None:
@@ -161,6 +173,8 @@ class _Parser:
 
     def _set_command(self, run: Run, command: str) -> None:
         run.command = command
+        if "rccl-tests/" in command.partition("_perf")[0]:  # .../rccl-tests/build/
+            run.tool = "rccl-tests"
         match = BINARY.search(command)
         if match and match.group("name") in BINARY_NAMES:
             run.add_collective(BINARY_NAMES[match.group("name")])
@@ -171,10 +185,13 @@ class _Parser:
         # (stderr, a shell) are one stream; other ranks' tagged lines are read apart.
         key = None if line.stream is None or is_rank_zero(line.stream) else line.stream
         state = self._state(key)
-        text = line.text
-        if text.lstrip().startswith("|"):
-            text = from_markdown_table(text)
+        text, mark = undecorate_line(line.text)
         kind = self._classify(state, line, text)
+        # Named when removing it made the line readable as the tool's own output.
+        if mark is not None and kind in ("structure", "measurement", "error"):
+            self._current(state, line.number).warn(
+                line.number, f"line decoration {mark!r} removed before reading"
+            )
         own = kind not in ("blank", "warned")  # the run's lines, NCCL noise included
         if kind == "warned" and not line.complete and state.run is not None:
             # A Rank line cut by the end of input still proves that rank exists.
@@ -248,17 +265,15 @@ class _Parser:
             return "blank"
         if ROW_START.match(text) or (state.pending and NUMBERS_ONLY.match(text)):
             return self._data(state, line, text)
+        self._flush_wrapped(state)
         body = stripped.lstrip("#").strip()
         # The substring tests are cheap guards in front of the regular expressions.
         if (
             ("ailure" in stripped or "imeout" in stripped) and FAILURE.search(stripped)
         ) or (TOOL_ERROR.match(body) and state.run):
-            run = self._current(state, line.number)
-            if run.status != "failed" and state.phase != "preamble":
-                state.phase = "footer"
-            run.status = "failed"
-            run.error(line.number, stripped)
-            return "error"
+            return self._failure(state, line.number, stripped)
+        if (killed := killed_by(stripped)) is not None:
+            return self._killed(state, line.number, killed)
         if (
             not stripped.startswith("#")
             and "_perf" in stripped
@@ -287,11 +302,17 @@ class _Parser:
     ) -> str:
         number = line.number
         if not line.complete:  # cut by the end of input: `: 84.8558` may read `: 8`
+            if PARAMS.match(body):
+                # Its pairs but the last are whole (nThread/nGpus give nranks).
+                pairs = PARAM_PAIR.findall(body)[:-1]
+                self._opener(state, "params", number).params.update(dict(pairs))
             return "warned"
         words = body.split()
         if (match := VERSION.match(body)) is not None:
             run = self._opener(state, "version", number)
             run.tool_version = match.group("v")
+            if match.group("tool") == "r":
+                run.tool = "rccl-tests"
             if match.group("lib"):
                 run.library_version = nccl_code(int(match.group("lib")))
             return "structure"
@@ -314,6 +335,13 @@ class _Parser:
             run = self._current(state, number)
             run.tool, run.tool_version = "rccl-tests", match.group("v")
             return "structure"
+        if (match := RCCL_BLOCK.match(body)) is not None:
+            run = self._current(state, number)
+            if match.group("what") == "RCCL":  # RCCL's NCCL_DEBUG=VERSION block
+                run.tool = "rccl-tests"
+                if run.library_version is None and match.group("v"):
+                    run.library_version = match.group("v")
+            return "structure"
         if (match := COMPILED.match(body)) is not None:
             self._current(state, number).library_version = match.group("v")
             return "structure"
@@ -328,7 +356,7 @@ class _Parser:
                 self._open(state, number)
             return "structure"
         if is_names_line(words):
-            return self._header(state, number, words)
+            return self._header(state, number, words, body)
         if "out-of-place" in words or words == ["in-place"]:
             state.placements = placements_from_group_line(words)
             return "structure"
@@ -393,7 +421,9 @@ class _Parser:
             run.tool = "rccl-tests"
         return "structure"
 
-    def _header(self, state: StreamState, number: int, words: list[str]) -> str:
+    def _header(
+        self, state: StreamState, number: int, words: list[str], body: str
+    ) -> str:
         if state.run is None or state.phase == "footer" or state.run.rows:
             self._open(state, number)
         state.layout = layout_from_header(words, state.placements)
@@ -403,6 +433,15 @@ class _Parser:
             or state.layout.time_in_ms
         ):
             state.old_keys = keys  # E0-E2: the key columns tell the collective
+        # `%6s` type label (4 spaces after `count`/`N`) and `error`: E0-E1; E2 widened
+        # the column to 8 for bfloat16 (format doc section 2). Spacing a user changed
+        # tells nothing.
+        gap = _TYPE_GAP.search(body)
+        state.before_2_10 = (
+            state.layout.wrong_kind == "max_deviation"
+            and gap is not None
+            and len(gap.group("gap")) == 4
+        )
         state.phase = "table"
         return "structure"
 
@@ -420,6 +459,31 @@ class _Parser:
         state.phase = "footer"
         return "structure"
 
+    def _failure(self, state: StreamState, number: int, stripped: str) -> str:
+        """An error the tool printed: the run failed (timed out, with -T)."""
+        run = self._current(state, number)
+        if run.status != "failed" and state.phase != "preamble":
+            state.phase = "footer"
+        run.status = "failed"
+        run.error(number, stripped)
+        if timeout := _TIMEOUT.search(stripped):
+            run.timeout_s = int(timeout.group("s"))
+        return "error"
+
+    def _killed(self, state: StreamState, number: int, killed: Signal) -> str:
+        """A launcher/shell line: a process died of a signal (rule in _signals)."""
+        if state.run is None:  # another rank's stream: the main stream's run
+            state = self.states.get(None) or state
+        run = state.run
+        if run is None:
+            return "noise"  # no run to end: a launcher line, as before
+        run.error(number, killed.message)
+        if killed.failure:
+            if run.status != "failed" and state.phase != "preamble":
+                state.phase = "footer"
+            run.status = "failed"
+        return "error"
+
     def _misc_structure(self, state: StreamState, number: int, body: str) -> str:
         run = self._current(state, number)
         if body.startswith("......"):
@@ -428,6 +492,10 @@ class _Parser:
             run.tool = "rccl-tests"
         elif body.startswith("Blocking Enabled"):
             run.params["blocking"] = body.split(":", 1)[-1].strip()
+        elif body.startswith("Per-Iteration Report"):
+            # -I 1 (-K N): the JSON config's per_iter_skip, 0 without -K.
+            skip = _ITER_SKIP.search(body)
+            run.params["per_iter_skip"] = skip.group("n") if skip else "0"
         elif body.startswith("GPU memory usage"):
             run.params["gpu_memory_usage"] = body.split(":", 1)[-1].strip()
         elif body.startswith("Reducing maxBytes"):
@@ -455,23 +523,53 @@ class _Parser:
         if state.pending is not None and not ROW_START.match(text):
             first, before = state.pending
             state.pending = None
+            how = "wrapped over two lines" if state.wrapped else "cut by other output"
+            state.wrapped = False
             run = self._current(state, number)
-            run.warn(
-                first, f"data row cut by other output; rejoined with line {number}"
-            )
-            return self._row(state, first, before + tokens, complete=True)
+            run.warn(first, f"data row {how}; rejoined with line {number}")
+            return self._row(state, first, before + tokens, complete=line.complete)
+        self._flush_wrapped(state)
         if state.pending is not None:
             first, _ = state.pending
             self._current(state, number).warn(
                 first, "data row cut by other output and never completed"
             )
             state.pending = None
+        if ("ailure" in text or "imeout" in text) and FAILURE.search(text):
+            # The process printed its error (`HOST: Test timeout (30s) ...`) after
+            # the unfinished row, on the same line: an error, not a measurement.
+            run = self._current(state, number)
+            run.warn(number, "data row cut by an error message: not a measurement")
+            return self._failure(state, number, text.strip())
         if glued is not None and (
             state.layout is None or len(tokens) < 3 + state.layout.metric_tokens
         ):
             state.pending = (number, tokens)
             return "measurement"
+        tokens, trailing = split_trailing(tokens, state.layout)
+        if trailing:
+            self._current(state, number).warn(
+                number, f"text after the row's last value ignored: {shown(trailing)}"
+            )
+        if (
+            line.complete
+            and state.layout is not None
+            and 3 <= len(tokens) < 3 + state.layout.metric_tokens
+        ):
+            # Too short for the layout: the rest may follow on the next line (a row
+            # wrapped by a terminal or an editor); if not, it is read as it is.
+            state.pending, state.wrapped = (number, tokens), True
+            return "measurement"
         return self._row(state, number, tokens, complete=line.complete)
+
+    def _flush_wrapped(self, state: StreamState) -> None:
+        """A short row whose continuation never came: read (and named) as it is."""
+        if state.pending is not None and state.wrapped:
+            number, tokens = state.pending
+            state.pending, state.wrapped = None, False
+            if self._row(state, number, tokens, complete=True) != "measurement":
+                self.accounting["measurement"] -= 1
+                self.accounting["warned_named"] += 1
 
     def _row(
         self,
@@ -487,22 +585,29 @@ class _Parser:
         run = state.run
         assert run is not None
         if not complete:
-            run.warn(number, "last line cut off by the end of input: not a measurement")
-            return "warned_named"
-        if state.layout is None:
-            state.layout = layout_from_row(tokens)
-            if state.layout is None:
-                run.warn(number, "looks like a data row but matches no known layout")
+            read = self._last_row(state, run, number, tokens)
+            if read is None:
                 return "warned_named"
-        state.phase = "table"
-        try:
-            keys, blocks = read_row(tokens, state.layout)
-        except ImpossibleValue as exc:  # worded as the other parsers word it
-            run.warn(number, f"{exc}: row not read")
-            return "warned_named"
-        except RowError as exc:
-            run.warn(number, f"unreadable data row: {exc}")
-            return "warned_named"
+            keys, blocks = read
+        else:
+            if state.layout is None:
+                state.layout = layout_from_row(tokens)
+                if state.layout is None:
+                    run.warn(
+                        number, "looks like a data row but matches no known layout"
+                    )
+                    return "warned_named"
+            state.phase = "table"
+            try:
+                keys, blocks = read_row(tokens, state.layout)
+            except ImpossibleValue as exc:  # worded as the other parsers word it
+                run.warn(number, f"{exc}: row not read")
+                return "warned_named"
+            except RowError as exc:
+                run.warn(number, f"unreadable data row: {exc}")
+                return "warned_named"
+            state.row_fields = len(tokens)
+        assert state.layout is not None
         if state.copies > 1:
             key = (keys["dtype"], keys["redop"], keys["root"], keys["size_bytes"])
             keys["_copy"] = state.repeats[key] % state.copies
@@ -512,6 +617,8 @@ class _Parser:
                 continue
             if block.pop("over_tolerance"):
                 run.warn(number, f"{placement} error marked * (over the tolerance)")
+            if "i_p99" in state.layout.half and "per_iter_skip" in run.params:
+                block["iter_skipped"] = int(run.params["per_iter_skip"])
             run.add_row(
                 {
                     "line": number,
@@ -522,6 +629,45 @@ class _Parser:
                 }
             )
         return "measurement"
+
+    def _last_row(
+        self, state: StreamState, run: Run, number: int, tokens: list[str]
+    ) -> tuple[dict[str, Any], list[dict[str, Any] | None]] | None:
+        """A data line without a newline (the input's last): its row, unless cut.
+
+        It is cut when provably incomplete (cut_row_doubt); otherwise it is read,
+        with a warning, and a last value that may itself be cut is set to null.
+        """
+        cut = "last line cut off by the end of input: not a measurement"
+        layout = state.layout or layout_from_row(tokens)
+        fields = state.row_fields
+        if layout is None:
+            run.warn(number, cut)
+            return None
+        if fields is not None and len(tokens) < fields:
+            run.warn(number, f"{cut} ({len(tokens)} fields, the rows before {fields})")
+            return None
+        try:
+            keys, blocks = read_row(tokens, layout)
+        except RowError:
+            run.warn(number, cut)
+            return None
+        why, uncertain = cut_row_doubt(tokens, layout, keys, blocks)
+        if why is not None:
+            run.warn(number, f"{cut} ({why})")
+            return None
+        message = (
+            "last line has no newline; read as a whole row (every field present "
+            "and consistent)"
+        )
+        if uncertain is not None:
+            last = blocks[-1]  # the block the last token is in (N/A: not uncertain)
+            if last is not None:
+                last[uncertain] = None
+            message += f"; its last value {tokens[-1][:24]!r} may be cut: set to null"
+        run.warn(number, message)
+        state.layout, state.phase = layout, "table"
+        return keys, blocks
 
     def _flush_unread(self, state: StreamState) -> None:
         if not state.unread:

@@ -17,6 +17,7 @@ is allocated by them, and what does not fit is named in the run's warnings.
 from __future__ import annotations
 
 import json
+import math
 import re
 import reprlib
 import shlex
@@ -63,6 +64,13 @@ _PER_ITER = {
     "time_max_us": "max_us",
     "time_p99_us": "p99_us",
     "stddev_pct": "cv_pct",
+}
+# -I 1 statistics only the JSON states (the text table prints the four above).
+_PER_ITER_ONLY = {
+    "time_avg_us": "avg_us",
+    "time_p50_us": "p50_us",
+    "time_p95_us": "p95_us",
+    "time_stddev_us": "stdev_us",
 }
 
 
@@ -409,12 +417,53 @@ def _rows(result: dict[str, Any], line: int) -> list[dict[str, Any]]:
         row["time_us"] = _number(block["cpu_time" if cputime else "time"])
         row.update({col: _number(block.get(k)) for col, k in _BODY.items()})
         row.update({col: _number(iters.get(k)) for col, k in _PER_ITER.items()})
+        row.update(_per_iteration(iters))
         # One impossible value makes the whole result object suspect, as a text row.
         reason = impossible(row)
         if reason is not None:
             raise ImpossibleValue(reason)
         rows.append(row)
     return rows
+
+
+def _per_iteration(iters: dict[str, Any]) -> dict[str, Any]:
+    """The -J-only members of a ``*_per_iter`` block, keyed by column (none: {}).
+
+    Raises ImpossibleValue for a negative, infinite or NaN iteration time, TypeError
+    or ValueError for members the writer cannot produce.
+    """
+    if not iters:
+        return {}
+    row: dict[str, Any] = {c: _number(iters.get(k)) for c, k in _PER_ITER_ONLY.items()}
+    skipped = iters.get("skipped_iterations")  # JSON version 3 (-K) on
+    if skipped is not None and not (_integer(skipped) is not None and skipped >= 0):
+        raise ValueError(f"skipped_iterations {_shown(skipped)} is not a count")
+    row["iter_skipped"] = skipped
+    row["iter_times_us"] = _times(iters.get("times_us"), "times_us")
+    procs = iters.get("per_process_max_times_us")  # written for 2+ processes only
+    if procs is not None and not isinstance(procs, list):
+        raise TypeError(f"per_process_max_times_us {_shown(procs)} is not a list")
+    row["iter_process_times_us"] = (
+        None
+        if procs is None
+        else [_times(one, "per_process_max_times_us") for one in procs]
+    )
+    return row
+
+
+def _times(values: Any, key: str) -> list[float] | None:
+    """A list of iteration times (us) as floats; null as None."""
+    if values is None:
+        return None
+    if not isinstance(values, list):
+        raise TypeError(f"{key} {_shown(values)} is not a list")
+    times = []
+    for value in values:
+        number = _number(value)
+        if number is None or not (math.isfinite(number) and number >= 0):
+            raise ImpossibleValue(f"{key} time {_shown(value)} is not a possible time")
+        times.append(number)
+    return times
 
 
 def _integer(value: Any) -> int | None:

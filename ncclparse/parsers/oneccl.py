@@ -3,10 +3,12 @@
 Reads the options block into ``params``, one table per (dtype, reduction) section,
 and the rows by header names (``#elem_count``, ``wait_t_avg``, ``avg[usec]`` ...).
 A row timing several collectives (``-l a,b``) has ``grouped`` True and collective
-null. Status: ``failed`` when the benchmark, the library or MPI reported a failure,
-``complete`` after ``# All done`` (or, for 2021.1-2021.2 which print no footer, when
-every expected row is there), otherwise ``truncated``. Format reference:
-``../shared/docs/oneccl-benchmark-format.md``.
+null. Status: ``failed`` when the benchmark, the library or MPI reported a failure
+(a rank killed by a signal the program raised itself, SIGSEGV or SIGABRT, is one;
+Ctrl-C, SIGTERM or SIGKILL from outside is not: see ``_signals``), ``complete``
+after ``# All done`` (or, for 2021.1-2021.2 which print no footer, when every row
+and section their options block asks for is there), otherwise ``truncated``.
+Format reference: ``docs/oneccl-benchmark-format.md``.
 """
 
 from __future__ import annotations
@@ -50,7 +52,8 @@ DTYPE_NAMES = {
     "float": "float32",
     "double": "float64",
 }
-ROOTED = frozenset({"broadcast", "reduce"})  # the benchmark's COLL_ROOT is 0
+ROOTED = frozenset({"broadcast", "reduce"})
+_REDUCTIONS = frozenset({"sum", "prod", "min", "max"})  # the benchmark's COLL_ROOT is 0
 # Header name -> measurement column. `avg_per_buf[usec]` (2021.1-2.2) is t_avg / -n
 # and `wait_t_avg[usec]` (-x on) has no column: both are left out on purpose.
 _COLUMNS = {
@@ -76,7 +79,18 @@ _CCL_VERSION = re.compile(
 )
 _SNIFF = re.compile(
     r"^# Benchmarking: |^# #?processes: \d|found \d+ errors while parsing user "
-    r"options|\[-l,--coll <|what\(\):\s+oneCCL:|ccl::v\d+::exception",
+    r"options|\[-l,--coll <|what\(\):\s+oneCCL:|ccl::v\d+::exception|"
+    r"^do unordered test$|^\(\d+\): [\w.\-]+: @ atl_\w+\.c:\d+:atl_",
+    re.ASCII,
+)
+# 2021.1's MPI transport prints `(tid): host: @ atl_mpi.c:450:fn() ` and then, on
+# lines of their own, `WARNING !!!` and the message; its key-value store may print
+# `"client: connect": write: fd is closed, size 396`. Library noise, like |WARN|.
+_ATL_PRINT = re.compile(r"^\(\d+\): [\w.\-]+: @ [\w./\-]+:\d+:\w+\(\) ?(.*)$", re.ASCII)
+_ATL_ERROR = re.compile(r"^(?:ASSERT failed|MPI error|unexpected )", re.ASCII)
+_LIBRARY_NOISE = re.compile(
+    r"^WARNING !!!$|^Loaded MPI (?:version \(\d+\) is higher|doesn't match with)|"
+    r"^\"[\w: ]+\": \w+: fd is closed, size \d+$",
     re.ASCII,
 )
 _OPTION = re.compile(r"^  ([A-Za-z_][\w ]*?):(?:\s+(.*?))?\s*$", re.ASCII)
@@ -148,6 +162,8 @@ class _Parser:
         self.names: list[str] = []
         self.columns: list[str] = []
         self.last_arg = -1
+        self.argv: list[str] = []  # from the `arg N:` lines of an option error
+        self.passed = 0  # `PASSED` lines (2021.1-2021.2 `-e unordered` sections)
 
     def feed(self, line: Line) -> None:
         run = self.run
@@ -182,6 +198,13 @@ class _Parser:
             return "noise"
         if not text.strip():
             return "blank"
+        atl = _ATL_PRINT.match(text)
+        if atl and _ATL_ERROR.match(atl.group(1)):
+            run.error(number, atl.group(1).strip())
+            self.failure = True
+            return "error"
+        if atl or _LIBRARY_NOISE.match(text):
+            return "noise"
         if text == "{":
             self.mode = "dump"
             return "noise"
@@ -222,6 +245,7 @@ class _Parser:
                 self.dtype = DTYPE_NAMES.get(section.group(2), section.group(2))
             return "structure"
         if _BANNER.match(text) or _STRUCTURE.match(stripped):
+            self.passed += stripped == "PASSED"
             return "structure"
         bench = _BENCHMARKING.match(text)
         if bench:
@@ -251,8 +275,10 @@ class _Parser:
             index = int(arg.group(1))
             if index == 0:
                 run.command = arg.group(2)
+                self.argv = [arg.group(2)]
             elif run.command is not None and index == self.last_arg + 1:
                 run.command += " " + arg.group(2)
+                self.argv.append(arg.group(2))
             self.last_arg = index
             return "structure"
         if _PENDING.match(stripped):
@@ -348,11 +374,16 @@ class _Parser:
         run = self.run
         assert run is not None
         self._flush_pending(run, as_errors=False)
+        if self.argv and not run.params:
+            _argv_collectives(run, self.argv)
         if self.failure:
             run.status = "failed"
         elif self.footer or (
-            # 2021.1-2021.2 (the avg[usec] tables) print no footer.
-            "avg[usec]" in self.columns and not self.cut and _all_rows(run)
+            # 2021.1-2021.2 (avg[usec] tables, or none with `-e unordered`) print
+            # no footer.
+            ("avg[usec]" in self.columns or run.params.get("loop") == "unordered")
+            and not self.cut
+            and _all_printed(run, self.passed)
         ):
             run.status = "complete"
         else:
@@ -364,13 +395,92 @@ def _is_noise(text: str) -> bool:
     return bool(_CCL_LOG.search(text)) or _impi.classify(text) is not None
 
 
-def _all_rows(run: Run) -> bool:
-    """Whether a footer-less (2021.1-2021.2) run printed every row its options ask."""
-    sections = 1
-    for key in ("datatypes", "reductions"):
-        sections *= len(run.params.get(key, "").split())
-    counts = run.params.get("elem_counts", "").strip("[] ").split()
-    return bool(sections and counts) and run.row_count == sections * len(counts)
+def _all_printed(run: Run, passed: int) -> bool:
+    """Whether a footer-less (2021.1-2021.2) run printed all its options ask.
+
+    One section per dtype (each once, in a fixed order) and reduction (as listed);
+    per section one row per element count or, with ``-e unordered``, one
+    ``PASSED``. 2021.2 lists the counts (``elem_counts: [1 2 4]``); 2021.1 doubles
+    from ``min_elem_count`` up to ``max_elem_count`` (both printed after its
+    adjustments), without adding the maximum.
+    """
+    params = run.params
+    dtypes = set((params.get("datatypes") or params.get("dtypes") or "").split())
+    reductions = [r for r in params.get("reductions", "").split() if r in _REDUCTIONS]
+    sections = len(dtypes) * len(reductions)
+    if params.get("loop") == "unordered":
+        return bool(sections) and passed == sections and not run.row_count
+    if "elem_counts" in params:
+        counts = len(params["elem_counts"].strip("[] ").split())
+    else:
+        low, high = params.get("min_elem_count", ""), params.get("max_elem_count", "")
+        if not (is_count(low, 18) and is_count(high, 18)) or int(low) < 1:
+            return False
+        counts, count = 0, int(low)
+        while count <= int(high):
+            counts, count = counts + 1, count * 2
+    return bool(sections and counts) and run.row_count == sections * counts
+
+
+# getopt_long of every version: the long option for -l and its accepted
+# abbreviations (no other long option starts with "co").
+_COLL_LONG = ("--co", "--col", "--coll")
+# Short options that take no value: -h, and -x up to 2021.9 (a value from 2021.10:
+# read as one when the next argument does not look like an option).
+_NO_VALUE = frozenset("h")
+
+
+def _argv_collectives(run: Run, argv: list[str]) -> None:
+    """The collectives a command asked for with ``-l``/``--coll`` (the last wins).
+
+    For runs that stopped at an option error: the benchmark echoes its argv
+    (``arg N:`` lines) but prints no options block. ``all`` is not expanded, as its
+    list depends on the version; a warning says so.
+    """
+    value: str | None = None
+    index = 1
+    while index < len(argv):
+        arg = argv[index]
+        index += 1
+        if arg == "--":
+            break
+        if arg.startswith("--"):
+            option, eq, inline = arg.partition("=")
+            if option in _COLL_LONG:
+                if eq:
+                    value = inline
+                elif index < len(argv):
+                    value, index = argv[index], index + 1
+            elif not eq and index < len(argv) and option != "--help":
+                index += not argv[index].startswith("-")  # its value
+            continue
+        if not arg.startswith("-") or arg == "-":
+            continue  # getopt moves non-options to the end
+        for position, letter in enumerate(arg[1:], start=2):
+            if letter in _NO_VALUE:
+                continue
+            rest = arg[position:]
+            if letter == "x" and not rest:
+                if index < len(argv) and not argv[index].startswith("-"):
+                    index += 1
+                break
+            if not rest and index < len(argv):
+                rest, index = argv[index], index + 1
+            if letter == "l":
+                value = rest
+            break
+    if value is None:
+        return
+    if value == "all":
+        run.warn(
+            run.first_line,
+            "command asks for `-l all`: collectives left empty (the list depends on "
+            "the benchmark version)",
+        )
+        return
+    for name in value.split(","):
+        if name:
+            run.add_collective(COLLECTIVE_NAMES.get(name, name))
 
 
 # The parser contract (ncclparse.parsers.Parser): runs reach emit at the end.

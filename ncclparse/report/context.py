@@ -16,8 +16,10 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
+import pyarrow as pa
 from markupsafe import Markup
 
+from ncclparse import per_iteration
 from ncclparse.api import ParseResult
 from ncclparse.columns import frame, rows_by_run, run_rows
 from ncclparse.efficiency import Analysis, analyze
@@ -31,6 +33,7 @@ from ncclparse.report.facts import (
     Message,
     ProfileInfo,
     failure_message,
+    per_iteration_facts,
     run_messages,
     run_metadata,
 )
@@ -42,7 +45,7 @@ from ncclparse.report.page import (
     RunReport,
     SizeRow,
 )
-from ncclparse.schema import BLOCK_KEYS, SCHEMA_VERSION
+from ncclparse.schema import BLOCK_KEYS, MEASUREMENTS_SCHEMA, SCHEMA_VERSION
 
 if TYPE_CHECKING:
     from ncclparse.health.check import CheckResult
@@ -158,9 +161,56 @@ def _run_report(
         device=device or (", ".join(devices) if devices else None),
         verdict=verdict,
         blocks=tuple(blocks),
-        metadata=run_metadata(run),
+        metadata=run_metadata(run) + per_iteration_facts(_iterations(mine)),
         messages=run_messages(run),
     )
+
+
+def _iterations(mine: pd.DataFrame) -> list[dict[str, Any]]:
+    """A run's rows with per-iteration statistics, spikes and stragglers added."""
+    if "time_p99_us" not in mine or not mine["time_p99_us"].notna().any():
+        return []
+    names = [
+        "source", "run", "line", "placement", "size_bytes", "time_min_us",
+        "time_max_us", "time_p99_us", "stddev_pct", "time_avg_us", "iter_times_us",
+        "iter_process_times_us",
+    ]  # fmt: skip
+    rows: list[dict[str, Any]] = [
+        {str(k): v for k, v in r.items()} for r in mine[names].to_dict("records")
+    ]
+    for row in rows:
+        for key, value in row.items():
+            if key in ("iter_times_us", "iter_process_times_us"):
+                row[key] = None if value is None else _as_lists(value)
+            elif not isinstance(value, str) and pd.isna(value):
+                row[key] = None  # NaN or NA where the table holds null
+    table = pa.Table.from_pylist(rows, schema=_ITER_SCHEMA)
+    found = {
+        (r["line"], r["placement"]): r
+        for r in per_iteration.summarize(table).to_pylist()
+    }
+    return [{**r, **found.get((r["line"], r["placement"]), {})} for r in rows]
+
+
+def _as_lists(value: Any) -> Any:
+    """numpy arrays (as pandas gives list cells) back to Python lists."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, list | tuple):
+        return [_as_lists(v) for v in value]
+    return value
+
+
+_ITER_SCHEMA = pa.schema(
+    [
+        MEASUREMENTS_SCHEMA.field(name)
+        for name in (
+            "source", "run", "line", "placement", "size_bytes", "time_min_us",
+            "time_max_us", "time_p99_us", "stddev_pct", "time_avg_us",
+            "iter_times_us", "iter_process_times_us",
+        )
+    ]
+)  # fmt: skip
 
 
 def _block(

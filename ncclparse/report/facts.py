@@ -15,6 +15,7 @@ __all__ = [
     "Message",
     "ProfileInfo",
     "failure_message",
+    "per_iteration_facts",
     "run_messages",
     "run_metadata",
 ]
@@ -46,6 +47,12 @@ def run_metadata(run: dict[str, Any]) -> tuple[tuple[str, str], ...]:
         ("tool", " ".join(v for v in (run["tool"], run["tool_version"]) if v)),
         ("library version", run["library_version"]),
         ("status", run["status"]),
+        (
+            "timeout (-T)",
+            None
+            if run.get("timeout_s") is None
+            else f"a collective did not finish within {run['timeout_s']} s",
+        ),
         ("lines", f"{run['first_line']} to {run['last_line']}"),
         ("ranks", run["nranks"]),
         ("nodes", run["nnodes"]),
@@ -65,6 +72,64 @@ def run_metadata(run: dict[str, Any]) -> tuple[tuple[str, str], ...]:
         ("CollNet", _yes_no(run.get("collnet"))),
     ]
     return tuple((k, str(v)) for k, v in pairs if v not in (None, ""))
+
+
+def per_iteration_facts(rows: list[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
+    """What nccl-tests -I 1 (and -J) said about a run's iterations, as (label, text).
+
+    ``rows``: the run's measurements with ``per_iteration.summarize`` columns where
+    it had per-iteration times. Empty when the run has no per-iteration data.
+    """
+    timed = [
+        r for r in rows if r.get("stddev_pct") is not None and r.get("time_p99_us")
+    ]
+    if not timed:
+        return ()
+    noisy = max(timed, key=lambda r: r["stddev_pct"])
+    pairs = [
+        (
+            "per-iteration spread (-I)",
+            f"{len(timed)} points; largest i_cv% {noisy['stddev_pct']:g}% at "
+            f"{noisy['size_bytes']} B {noisy['placement']} (i_min "
+            f"{noisy['time_min_us']:g} us, i_max {noisy['time_max_us']:g} us, "
+            f"i_p99 {noisy['time_p99_us']:g} us)",
+        )
+    ]
+    spikes = [
+        f"{r['size_bytes']} B {r['placement']} iteration {i}"
+        + _who(procs, r.get("processes"))
+        for r in rows
+        for i, procs in zip(
+            r.get("spike_iterations") or [],
+            r.get("spike_processes") or [],
+            strict=False,
+        )
+    ]
+    if spikes:
+        shown = "; ".join(spikes[:6]) + ("; ..." if len(spikes) > 6 else "")
+        pairs.append((f"iteration spikes (> 1.5x mean, {len(spikes)})", shown))
+    slow = Counter(
+        r["slowest_process"] for r in rows if r.get("slowest_process") is not None
+    )
+    if slow:
+        process, count = slow.most_common(1)[0]
+        pairs.append(
+            (
+                "slowest process row (-J)",
+                f"process {process} at {count} of {sum(slow.values())} points",
+            )
+        )
+    return tuple(pairs)
+
+
+def _who(processes: list[int], total: int | None) -> str:
+    if not processes or not total:
+        return ""
+    if len(processes) == total:
+        return " (all processes: system-wide)"
+    if len(processes) == 1:
+        return f" (process {processes[0]} only: a straggler)"
+    return f" (processes {', '.join(map(str, processes))})"
 
 
 def _network(run: dict[str, Any]) -> str | None:
