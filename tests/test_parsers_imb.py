@@ -286,22 +286,29 @@ def test_mt_threads_dtype_and_status() -> None:
     assert ncclparse.parse(cut).runs.column("status").to_pylist() == ["truncated"]
 
 
-def test_check_build_defects_are_warned() -> None:
-    """A `-DCHECK` build's `defects` column (constructed text: no such binary here)."""
-    text = (
-        "#    Intel(R) MPI Benchmarks 2021.11, MPI-1 part\n"
-        "#- Benchmarking Allreduce\n"  # the banner the issue names for -DCHECK
-        "# #processes = 2\n"
-        "       #bytes #repetitions  t_min[usec]  t_max[usec]  t_avg[usec]   defects\n"
-        "            4           10         0.49         0.58         0.54      0.00\n"
-        "            8           10         0.49         0.58         0.54      2.00\n"
-        "# All processes entering MPI_Finalize\n"
-    )
-    result = ncclparse.parse(text)
-    assert result.measurements.num_rows == 2
-    assert result.measurements.column("collective").to_pylist() == ["all_reduce"] * 2
-    assert result.runs.column("warnings").to_pylist()[0] == [
-        "line 6: IMB data check: 2 defects"
+DCHECK = FIXTURES / "imb" / "imb_live_src-IMB-v2021.11_dcheck_np2.log"
+
+
+def test_check_build_defects_fail_the_run_beyond_imbs_tolerance() -> None:
+    """A real -DCHECK build (SOURCES.md): a `defects` column after the times."""
+    clean = ncclparse.parse(DCHECK)
+    assert clean.measurements.column("time_us").to_pylist() == [
+        1.68, 2.72, 3.88, 2.57, 1.81, 0.04, 0.7, 4.1,
+    ]  # fmt: skip
+    assert clean.runs.column("warnings").to_pylist() == [[]]
+    assert clean.runs.column("errors").to_pylist() == [[]]
+    # Derived: one defect above IMB's TOL (1e-2, which fails the benchmark in IMB)
+    # and one within it, on the Allreduce rows of lines 48 and 49.
+    lines = DCHECK.read_text().splitlines(keepends=True)
+    lines[47] = lines[47].replace("0.70         0.00", "0.70         0.50")
+    lines[48] = lines[48].replace("4.10         0.00", "4.10         0.01")
+    derived = ncclparse.parse("".join(lines), name="derived.log")
+    assert derived.measurements.num_rows == 8  # the rows are still read
+    assert derived.runs.column("errors").to_pylist() == [
+        ["line 48: IMB data check failed: defects 0.5 above IMB's tolerance 0.01"]
+    ]
+    assert derived.runs.column("warnings").to_pylist() == [
+        ["line 49: IMB data check: defects 0.01 (within IMB's tolerance 0.01)"]
     ]
 
 
@@ -473,3 +480,101 @@ def test_live_imb_layouts(layout: str, tmp_path: Path) -> None:
     assert sum(accounting.values()) == len(output.splitlines())
     # Uniband and Biband rows (sizes 0, 1, 2, 4) print no time: warned, not read.
     assert accounting["warned"] == (8 if layout == "uniband" else 0)
+
+
+SRC = "imb_live_src-IMB-v2021.11"  # IMB-EXT and IMB-IO built from source
+
+
+def _src_fixture(layout: str) -> ncclparse.ParseResult:
+    return _parse(FIXTURES / "imb" / f"{SRC}_{layout}.log")
+
+
+def _at(result: ncclparse.ParseResult, line: int, *keys: str) -> tuple[Any, ...]:
+    row = _row_at(result, line)
+    return tuple(row[k] for k in keys)
+
+
+def test_ext_window_and_modes_are_separate_runs() -> None:
+    result = _src_fixture("ext_np2")
+    runs = result.runs.to_pylist()
+    assert [
+        (r["nranks"], r["rows"], dict(r["params"]).get("MODE"), r["status"])
+        for r in runs
+    ] == [
+        (2, 3, None, "complete"),
+        (2, 15, "AGGREGATE", "complete"),
+        (2, 15, "NON-AGGREGATE", "complete"),
+    ]
+    assert runs[0]["collectives"] == ["window"]
+    one_sided = ["unidir_get", "unidir_put", "bidir_get", "bidir_put", "accumulate"]
+    assert runs[1]["collectives"] == runs[2]["collectives"] == one_sided
+    assert runs[0]["tool_version"] == "2021.11"
+    assert runs[0]["command"] == "./IMB-EXT -msglog 0:3 -iter 10"
+    assert not runs[0]["warnings"]
+    keys = ("run", "collective", "size_bytes", "time_us", "time_min_us", "time_max_us")
+    # Line 40: Window `0  10  328.99  329.10  329.05` (t_min, t_max, t_avg).
+    assert _at(result, 40, *keys) == (0, "window", 0, 329.05, 328.99, 329.10)
+    # Unidir_Get, 8 bytes: line 54 AGGREGATE `0.50  15.91`, line 66 NON-AGGREGATE
+    # `1.05  7.64`.
+    assert _at(result, 54, *keys) == (1, "unidir_get", 8, 0.50, None, None)
+    assert _at(result, 66, *keys) == (2, "unidir_get", 8, 1.05, None, None)
+    assert _row_at(result, 54)["algbw_gbps"] == pytest.approx(0.01591)
+    assert _row_at(result, 66)["algbw_gbps"] == pytest.approx(0.00764)
+    # Accumulate reduces MPI_FLOAT with MPI_SUM: lines 150 and 162, 8 bytes.
+    assert _at(result, 150, *keys, "dtype", "redop") == (
+        *(1, "accumulate", 8, 0.46, 0.46, 0.46),
+        *("float32", "sum"),
+    )
+    assert _at(result, 162, *keys) == (2, "accumulate", 8, 2.12, 2.11, 2.12)
+    assert _row_at(result, 54)["dtype"] == "uint8"
+
+
+def test_io_modes_process_counts_and_columns() -> None:
+    result = _src_fixture("io_np2")
+    runs = result.runs.to_pylist()
+    # 1-process sections (`( 1 additional process waiting in MPI_Barrier)`) are runs
+    # of 1 rank; Open_Close prints no MODE.
+    assert [
+        (r["nranks"], r["rows"], dict(r["params"]).get("MODE"), r["status"])
+        for r in runs
+    ] == [
+        (1, 180, "AGGREGATE", "complete"),
+        (1, 45, "NON-AGGREGATE", "complete"),
+        (2, 140, "AGGREGATE", "complete"),
+        (2, 35, "NON-AGGREGATE", "complete"),
+        (1, 1, None, "complete"),
+        (2, 1, None, "complete"),
+    ]
+    assert runs[0]["tool_version"] == "2021.11"  # title line `MPI-IO partn#-----`
+    assert runs[1]["collectives"][:2] == ["s_write_indv", "s_write_expl"]
+    assert runs[4]["collectives"] == runs[5]["collectives"] == ["open_close"]
+    assert runs[0]["warnings"] == [
+        "lines 106, 151, 224, 238, 311 and 27 more: IMB columns not kept (no schema "
+        "column): t_ovrl[usec], t_CPU[usec], overlap[%] (time_us is t_pure[usec])"
+    ]
+    keys = ("run", "collective", "nranks", "size_bytes", "time_us")
+    # S_Write_Indv, 8 bytes: line 81 AGGREGATE `13.62  0.59`, 96 NON-AGGREGATE.
+    assert _at(result, 81, *keys, "algbw_gbps") == (
+        *(0, "s_write_indv", 1, 8, 13.62),
+        pytest.approx(0.00059),
+    )
+    assert _at(result, 96, *keys) == (1, "s_write_indv", 1, 8, 152.68)
+    # S_IWrite_Indv line 108: `1  10  11171.99  27.13  18330.83  100.00`: t_pure.
+    assert _at(result, 108, *keys, "time_min_us") == (
+        *(0, "s_iwrite_indv", 1, 1, 27.13),
+        None,
+    )
+    # P_Write_Indv on 2 processes, 1 byte: line 197 AGGREGATE, 211 NON-AGGREGATE.
+    assert _at(result, 197, *keys, "time_min_us", "time_max_us") == (
+        *(2, "p_write_indv", 2, 1, 1356.43),
+        *(1129.82, 1583.04),
+    )
+    assert _at(result, 211, *keys) == (3, "p_write_indv", 2, 1, 8409.18)
+    # C_Read_Expl on 2 processes, 8 bytes: `2.59  2.64  2.61  3.03`.
+    assert _at(result, 1202, *keys, "algbw_gbps", "dtype") == (
+        *(2, "c_read_expl", 2, 8, 2.61),
+        *(pytest.approx(0.00303), "uint8"),
+    )
+    # Open_Close prints no #bytes: `10  14.53  14.53  14.53` and `... 573.99`.
+    assert _at(result, 1239, *keys) == (4, "open_close", 1, 0, 14.53)
+    assert _at(result, 1246, *keys) == (5, "open_close", 2, 0, 573.99)

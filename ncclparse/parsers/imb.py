@@ -1,4 +1,5 @@
-"""Intel MPI Benchmarks output: IMB-MPI1, IMB-NBC, IMB-RMA, IMB-P2P and IMB-MT.
+"""Intel MPI Benchmarks output: IMB-MPI1, IMB-NBC, IMB-RMA, IMB-EXT, IMB-IO, IMB-P2P
+and IMB-MT.
 
 One launch prints a preamble (version, date, calling sequence, datatypes), then one
 section per benchmark and process count. ``nranks`` is per run in the tables, so a
@@ -10,9 +11,9 @@ preamble, the last section's run also the footer); IMB prints the process counts
 each benchmark in turn, so the spans of one launch's runs interleave. Sections that
 measure something else than the same operation on the same ranks are their own runs
 too: ``-multi`` groups (``Multi-<name>``, ``nranks`` the group size, ``params``
-``groups``; with ``-multi 1`` one run per group, ``params`` ``group``), IMB-RMA's
-``MODE: AGGREGATE`` / ``NON-AGGREGATE`` (``params`` ``MODE``) and IMB-MT's thread
-count (``params`` ``threads``).
+``groups``; with ``-multi 1`` one run per group, ``params`` ``group``), the
+``MODE: AGGREGATE`` / ``NON-AGGREGATE`` sections of IMB-RMA, IMB-EXT and IMB-IO
+(``params`` ``MODE``) and IMB-MT's thread count (``params`` ``threads``).
 
 Status: ``failed`` when IMB or MPI reported an error, ``complete`` after
 ``# All processes entering MPI_Finalize``, otherwise ``truncated``; IMB-MT prints no
@@ -21,7 +22,8 @@ with a warning saying so. IMB prints no algbw/busbw for collectives (left null);
 point-to-point ``Mbytes/sec`` (10^6 bytes/s, IMB's own throughput: X/t for PingPong
 and PingPing, 2X/t for Sendrecv, 4X/t for Exchange) is kept in ``algbw_gbps``
 divided by 1000. Columns without a schema column (``t_ovrl``, ``t_CPU``,
-``overlap[%]``, ``Msg/sec``, ``defects``, ...) are named in the run's warnings.
+``overlap[%]``, ``Msg/sec``, ...) are named in the run's warnings; ``defects`` above
+IMB's tolerance are errors of the run.
 Uniband and Biband print no time, and ``time_us`` is never derived: their rows are
 not read, each named in warnings.
 """
@@ -143,6 +145,10 @@ _FOOTER = "# All processes entering MPI_Finalize"
 _LIST = "List of Benchmarks to run"
 _NUMBER = re.compile(r"^-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?$", re.ASCII)
 _ERROR = re.compile(r"^ERROR|^Invalid benchmark name|^Try \"IMB-\S+ -help\"", re.ASCII)
+
+# A -DCHECK build's `defects` above this fail the benchmark in IMB (TOL in
+# src_c/IMB_declare.h, IMB 2021.11).
+_DEFECT_TOLERANCE = 1e-2
 
 
 def sniff(head: Sequence[Line]) -> bool:
@@ -423,8 +429,16 @@ class _Parser:
             run.last_line = max(run.last_line, number)
         rate = values.pop("_msg_rate", None)
         defects = values.pop("_defects", None)
-        if defects:
-            run.warn(number, f"IMB data check: {defects:g} defects")
+        if defects is not None and defects > _DEFECT_TOLERANCE:
+            # IMB itself marks the benchmark failed beyond TOL: so is the run's data.
+            run.error(
+                number,
+                f"IMB data check failed: defects {defects:g} above IMB's tolerance "
+                f"{_DEFECT_TOLERANCE:g}",
+            )
+        elif defects:
+            run.warn(number, f"IMB data check: defects {defects:g} (within IMB's "
+                             f"tolerance {_DEFECT_TOLERANCE:g})")  # fmt: skip
         if "algbw_gbps" in values:
             values["algbw_gbps"] /= _MBYTES_PER_GB
         if "time_us" not in values:
