@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
 import itertools
 from collections import Counter
 from collections.abc import Callable, Iterable
@@ -83,6 +85,11 @@ def _parse_into(collector: Collector, source: Source, name: str | None) -> None:
     finally:
         if owned:
             handle.close()
+        elif handle is not source and isinstance(handle, io.TextIOWrapper):
+            # Our text wrapper over the caller's binary stream: let go of it without
+            # closing it (collected, the wrapper would close the caller's file).
+            with contextlib.suppress(ValueError):
+                handle.detach()
     collector.accounting[display] = accounting
 
 

@@ -104,7 +104,7 @@ def parse_path(
     if "://" in name:
         fsspec: Any = importlib.import_module("fsspec")
         with fsspec.open(name, "rb") as handle:
-            result = parse_many([(io.BufferedReader(_Borrowed(handle)), name)])
+            result = parse_many([(handle, name)])
     else:
         result = parse_many([name])
     return _frame(_pick(result, table, schema, name))
@@ -147,23 +147,6 @@ def _pick(result: ParseResult, table: str, schema: pa.Schema, name: str) -> pa.T
         ],
         schema=schema,
     )
-
-
-class _Borrowed(io.RawIOBase):
-    """A binary stream read through, never closed: the parser's text wrapper closes
-    the stream it wraps when it is collected, and ``handle`` is its opener's."""
-
-    def __init__(self, handle: Any) -> None:
-        super().__init__()
-        self._handle = handle
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, buffer: Any) -> int:
-        data = self._handle.read(len(buffer))
-        buffer[: len(data)] = data
-        return len(data)
 
 
 def _batches(table: pa.Table) -> Iterator[pa.RecordBatch]:

@@ -58,3 +58,20 @@ def test_parse_many_streams_batches_and_keeps_runs() -> None:
     assert result.measurements.num_rows == 0
     assert sum(b.num_rows for b in batches) == 124
     assert result.runs.column("source").to_pylist() == ["a.log", "b.log"]
+
+
+@pytest.mark.parametrize("compress", [False, True], ids=["plain", "gzip"])
+def test_a_callers_binary_stream_stays_open(compress: bool) -> None:
+    # parse() reads the caller's stream and must not close it, even when the text
+    # wrapper it made around it is collected.
+    import gc
+    import gzip
+
+    data = derive.HEALTHY.read_bytes()
+    stream = io.BytesIO(gzip.compress(data) if compress else data)
+    result = ncclparse.parse(stream, name="caller.log")
+    gc.collect()
+    assert result.measurements.num_rows == 62
+    assert not stream.closed
+    stream.seek(0)  # still usable by the caller
+    assert len(stream.read()) > 0
