@@ -697,7 +697,7 @@ def test_junit_times(runner: CliRunner, tmp_path: Path) -> None:
         if line.startswith("ncclparse_check_duration_seconds ")
     ]
     assert root.get("time") == f"{float(duration):.3f}"
-    assert 0 < float(duration) < 60
+    assert float(duration) > 0  # measured, not bounded: speed lives in benchmarks/
     assert {s.get("time") for s in root.iter("testsuite")} == {"0.000"}
     assert {c.get("time") for c in root.iter("testcase")} == {"0.000"}
 
