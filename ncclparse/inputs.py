@@ -24,15 +24,16 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import IO, TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
-from pyarrow.fs import FileType
 
 from ncclparse import schema
 from ncclparse.errors import InputError, NcclParseError
-from ncclparse.locations import Location, is_uri, location
 from ncclparse.parsers import PARSERS, SNIFF_LINES, Source, numbered, open_source
+
+if TYPE_CHECKING:
+    from ncclparse.locations import Location
 
 __all__ = [
     "FIFO_WAIT",
@@ -86,11 +87,14 @@ def expand(
         if item == STDIN:
             yield sys.stdin.buffer, STDIN
             continue
-        if is_uri(item) and not item.lower().startswith("file://"):
-            yield from _expand_uri(item, notes, filters)
-            continue
-        if item.lower().startswith("file://"):
-            item = location(item).root  # a local path: walked as any other
+        if "://" in item:  # pyarrow.fs only for URIs: start-up stays light
+            from ncclparse.locations import is_uri, location
+
+            if is_uri(item) and not item.lower().startswith("file://"):
+                yield from _expand_uri(item, notes, filters)
+                continue
+            if item.lower().startswith("file://"):
+                item = location(item).root  # a local path: walked as any other
         path = Path(item)
         try:
             mode = path.stat().st_mode
@@ -428,6 +432,10 @@ def _expand_uri(
     """The objects an input URI names: one object, or every object under a prefix
     (sorted; hidden names, what ``filters`` leave out and files that are not logs
     skipped, as in a directory walk)."""
+    from pyarrow.fs import FileType
+
+    from ncclparse.locations import location
+
     try:
         where = location(item)
         info = where.fs.get_file_info(where.root)
@@ -627,6 +635,7 @@ def load_measurements(path: str, filters: Filters | None = None) -> pa.Table:
     # Imported here: this module is on every command's start-up path.
     from ncclparse.api import parse_many
     from ncclparse.health.history import read_history
+    from ncclparse.locations import is_uri, location
     from ncclparse.storage import read_table
 
     candidate = Path(path)

@@ -7,9 +7,7 @@ from typing import Any
 
 import click
 
-from ncclparse.cli.options import LOCKING, history_option
-
-EXIT_INFRASTRUCTURE = 4  # as check and ingest: the history cannot be read or written
+from ncclparse.cli.options import EXIT_INFRASTRUCTURE, LOCKING, history_option
 
 
 @click.group()

@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 import click
 
 from ncclparse.cli.options import (
+    EXIT_INFRASTRUCTURE,
     FILTERS,
     INPUTS,
     LOCKING,
@@ -34,9 +35,6 @@ if TYPE_CHECKING:
 EXIT_CHECK_FAILED = 1  # check: a case failed (bad inputs too), or an internal error
 # 2: usage or configuration, click's status for a UsageError (check raises those late)
 EXIT_REGRESSION = 3  # compare --fail-on-regression: a size regressed
-# check, ingest: the machine failed the check, not the fabric: an output that cannot
-# be written, a history that cannot be read, written or locked.
-EXIT_INFRASTRUCTURE = 4
 
 
 class _OutputError(Exception):

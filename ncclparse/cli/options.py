@@ -24,6 +24,9 @@ if TYPE_CHECKING:
     from ncclparse.inputs import Filters
 
 EXIT_BAD_INPUT = 1  # an input could not be read or recognised (others still written)
+# check, ingest, history: the machine failed, not the fabric: an output that cannot
+# be written, a history that cannot be read, written or locked.
+EXIT_INFRASTRUCTURE = 4
 TABLE_FORMAT = click.Choice(["parquet", "arrow", "csv", "jsonl"])
 OUTPUT_FILE = click.Path(dir_okay=False, path_type=Path)
 # The option bundles every command that reads logs shares.

@@ -255,7 +255,7 @@ class RunDates(Sequence[str]):
     def __getitem__(self, index: int | slice) -> str | RunDates:
         if isinstance(index, slice):
             return RunDates(self._days[index])
-        return _iso(self._days[index : index + 1 if index != -1 else None])[0]
+        return _iso(self._days[[index]])[0]
 
     def __len__(self) -> int:
         return len(self._days)

@@ -213,8 +213,7 @@ class HistoryView:
     ``ingest_id``, ``run``, ``date``, ``ingested_at``, ``usable``: has a row a
     baseline may use, see :func:`usable`), the later ingests of a log left out;
     ``tags``: each ingest's tags by ``ingest_id``; ``dates``: the history's
-    dates (ISO) from ``since`` on (all when None), newest first, whose rows
-    :meth:`rows_of` reads.
+    dates (ISO) that were scanned, newest first, whose rows :meth:`rows_of` reads.
     """
 
     runs: pa.Table
@@ -222,7 +221,6 @@ class HistoryView:
     dates: tuple[str, ...]
     read: Callable[[str], pa.Table] = field(repr=False)
     later: pa.Array[Any] = field(repr=False)
-    since: str | None = None
 
     def rows_of(self, date: str, ingests: Collection[str] | None = None) -> pa.Table:
         """The rows (:data:`ROW_COLUMNS`) of ``date``, of the ``ingests`` given
@@ -346,7 +344,8 @@ def read_history(
     if table.num_rows == 0:
         return _READ_SCHEMA.empty_table()
     table = _plain(table)
-    return select_tags(_dedupe(table), tags)
+    _, later = _merge_runs([_run_rows(table)])
+    return select_tags(_without(table, later), tags)
 
 
 def scan_history(
@@ -393,10 +392,10 @@ def scan_history(
 
     dates = tuple(sorted(by_date, reverse=True))
     runs, later = _merge_runs(parts)
-    return HistoryView(runs, tags, dates, read, later, since)
+    return HistoryView(runs, tags, dates, read, later)
 
 
-def view_of(table: pa.Table, since: str | None = None) -> HistoryView:
+def view_of(table: pa.Table) -> HistoryView:
     """The :class:`HistoryView` of a history table already in memory (as
     :func:`read_history` gives; any rows it holds of later ingests of a log are
     left out)."""
@@ -406,12 +405,11 @@ def view_of(table: pa.Table, since: str | None = None) -> HistoryView:
         _collect_tags(batch, tags)
     runs, later = _merge_runs([_run_rows(table)] if table.num_rows else [])
     dates = sorted(set(cast("list[str]", table["date"].to_pylist())), reverse=True)
-    dates = [d for d in dates if since is None or d >= since]
 
     def read(date: str) -> pa.Table:
         return _rows_of(table.filter(pc.equal(table["date"], pa.scalar(date))))
 
-    return HistoryView(runs, tags, tuple(dates), read, later, since)
+    return HistoryView(runs, tags, tuple(dates), read, later)
 
 
 def usable(table: pa.Table | pa.RecordBatch) -> pa.ChunkedArray[Any] | pa.Array[Any]:
@@ -850,21 +848,6 @@ def _first_line(exc: Exception) -> str:
     if not text:
         return repr(exc)
     return _SOURCE_PREFIX.sub("", text.splitlines()[0])
-
-
-def _dedupe(table: pa.Table) -> pa.Table:
-    ingests = pd.DataFrame(
-        {
-            "key": table["ingest_key"].to_pandas(),
-            "id": table["ingest_id"].to_pandas(),
-            "at": table["ingested_at"].to_pandas(),
-        }
-    ).drop_duplicates()
-    first = ingests.sort_values(["at", "id"]).drop_duplicates("key")
-    if len(first) == len(ingests):
-        return table
-    wanted = pa.array((first["key"] + "/" + first["id"]).tolist(), pa.string())
-    return table.filter(pc.is_in(_pairs(table), wanted))
 
 
 def _rows_digest(result: ParseResult, name: str) -> str:
