@@ -45,7 +45,7 @@ ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "nccl"
 DEFAULT_DATA = ROOT / "benchmarks" / "data" / "history"
 TIME_V = Path("/usr/bin/time")
-GENERATOR_VERSION = "1"
+GENERATOR_VERSION = "2"  # 2: each file keeps its runs in its footer, as ingest writes
 NIGHTS = 365
 LOGS = 1000
 LAST_NIGHT = dt.date(2026, 11, 26)
@@ -99,7 +99,10 @@ def _year(tonight: Path, year: Path) -> None:
     import pyarrow.parquet as pq
 
     import ncclparse
-    from ncclparse.health.history import ingest
+
+    # The footer's run summary is written by ingest's own (private) function, so
+    # that each copy carries its own runs, not the first night's.
+    from ncclparse.health.history import _with_runs, ingest
 
     first = LAST_NIGHT - dt.timedelta(days=NIGHTS - 1)
     result = ncclparse.parse_many(sorted(str(p) for p in tonight.rglob("*.log")))
@@ -124,7 +127,8 @@ def _year(tonight: Path, year: Path) -> None:
         copy = replaced(copy, "ingested_at", stamp)
         partition = year / f"date={day.isoformat()}"
         partition.mkdir()
-        pq.write_table(copy, partition / f"{at:%Y%m%dT%H%M%S}-{ingest_id}.parquet")
+        path = partition / f"{at:%Y%m%dT%H%M%S}-{ingest_id}.parquet"
+        pq.write_table(_with_runs(copy), path)
 
 
 def run(argv: list[str]) -> Sample:

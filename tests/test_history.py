@@ -447,3 +447,76 @@ def test_cli_lock_options(tmp_path: Path, runner: CliRunner) -> None:
         free = runner.invoke(cli, [*args, "--no-lock"])
         assert free.exit_code == 0, free.output
         assert "1 added (62 rows)" in free.stderr
+
+
+def _strip_footer_runs(path: Path, value: bytes | None = None) -> None:
+    """Rewrite the file at ``path`` as an older version wrote it (no runs in its
+    footer) or, with ``value``, with that instead of the runs."""
+    table = pq.read_table(path)
+    metadata = dict(table.schema.metadata or {})
+    del metadata[history._RUNS_KEY]
+    if value is not None:
+        metadata[history._RUNS_KEY] = value
+    pq.write_table(table.replace_schema_metadata(metadata), path)
+
+
+def _account(view: history.HistoryView) -> tuple[Any, ...]:
+    runs = view.runs.sort_by([("ingest_key", "ascending"), ("run", "ascending")])
+    return runs.to_pylist(), view.tags, view.dates, sorted(view.later.to_pylist())
+
+
+def test_a_scan_reads_runs_from_footers_as_from_the_columns(tmp_path: Path) -> None:
+    # Four nights, two clusters, one log ingested twice (a later ingest) and one cut
+    # short (its run not usable): the account read from the footers equals the one
+    # read from the columns, whichever files carry footers.
+    def add(result: ncclparse.ParseResult, cluster: str, days: int) -> None:
+        at = NOW - dt.timedelta(days=days)
+        history.ingest(result, tmp_path, tags={"cluster": cluster}, now=at, lock=False)
+
+    add(_night(1), "a", 3)
+    add(_night(2), "b", 2)
+    cut = derive.cut(derive.healthy(), 2**30)
+    add(ncclparse.parse(io.StringIO(cut), name="cut.log"), "a", 1)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(history, "_present_keys", lambda *where: set())
+        add(_night(1), "a", 0)  # the same log again, as a racing writer would
+    files = sorted(tmp_path.rglob("*.parquet"))
+    assert len(files) == 4
+    from_footers = history.scan_history(tmp_path)
+    assert len(from_footers.later) == 1
+    assert sorted(bool(u) for u in from_footers.runs["usable"].to_pylist()) == [
+        False,
+        True,
+        True,
+    ]
+    assert sorted(map(str, from_footers.tags.values())) == [
+        "{'cluster': 'a'}",
+        "{'cluster': 'a'}",
+        "{'cluster': 'a'}",
+        "{'cluster': 'b'}",
+    ]
+    _strip_footer_runs(files[0])
+    _strip_footer_runs(files[2], b"not base64 at all!")
+    mixed = history.scan_history(tmp_path)
+    for path in (files[1], files[3]):
+        _strip_footer_runs(path)
+    from_columns = history.scan_history(tmp_path)
+    assert _account(from_footers) == _account(mixed) == _account(from_columns)
+
+
+def test_compact_gives_a_file_without_footer_runs_its_runs(
+    tmp_path: Path, runner: CliRunner
+) -> None:
+    history.ingest(_night(1), tmp_path, now=NOW)
+    (path,) = tmp_path.rglob("*.parquet")
+    before = history.scan_history(tmp_path)
+    _strip_footer_runs(path)
+    done = runner.invoke(cli, ["history", "compact", "--history", str(tmp_path)])
+    assert done.exit_code == 0, done.output
+    (merged,) = tmp_path.rglob("*.parquet")
+    assert merged.name.startswith("compacted-")
+    assert history._RUNS_KEY in (pq.read_schema(merged).metadata or {})
+    assert _account(history.scan_history(tmp_path)) == _account(before)
+    again = runner.invoke(cli, ["history", "compact", "--history", str(tmp_path)])
+    assert again.exit_code == 0, again.output
+    assert list(tmp_path.rglob("*.parquet")) == [merged]  # left as it is

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ncclparse import schema
-from ncclparse.columns import fill_null, frame, key_codes
+from ncclparse.columns import fill_null, key_codes
 from ncclparse.efficiency import bandwidth_columns
 from ncclparse.health.history import HistoryView, usable, view_of
 from ncclparse.health.rules import HistoryPolicy
@@ -64,28 +64,15 @@ def baselines(
     """
     oldest = window_start(policy, today)
     tables = [history] if isinstance(history, pa.Table) else history
-    kept: pd.DataFrame | None = None
-    pending: list[pa.Table] = []
-
-    def reduce(kept: pd.DataFrame | None) -> pd.DataFrame:
-        merged = pa.concat_tables(pending).unify_dictionaries()
-        pending.clear()
-        points = frame(_run_points(merged))
-        both = points if kept is None else pd.concat([kept, points], ignore_index=True)
-        return _newest(both, policy.window)
-
+    window = _Window(policy.window)
     for table in tables:
         table = _candidates(table, exclude_keys, oldest)
         if table.num_rows:
-            pending.append(table)
-        if sum(t.num_rows for t in pending) >= _CHUNK_ROWS:
-            kept = reduce(kept)
-    if pending:
-        kept = reduce(kept)
-    if kept is None or kept.empty:
+            window.add(table)
+    runs = window.points()
+    if runs.empty:
         columns = [*BASELINE_KEYS, "busbw", "time_us"]
         return pd.DataFrame(columns=columns).set_index(list(BASELINE_KEYS))
-    runs = kept
     grouped = runs.groupby(list(BASELINE_KEYS))
     out = grouped.agg(
         runs=("time_us", "size"),
@@ -94,16 +81,14 @@ def baselines(
         first_date=("date", "min"),
         last_date=("date", "max"),
     )
-    out["busbw_mad"] = grouped["busbw"].agg(_mad)
-    out["time_mad"] = grouped["time_us"].agg(_mad)
+    for value, name in (("busbw", "busbw_mad"), ("time_us", "time_mad")):
+        # Median absolute deviation from the median (NaN ignored), all at once.
+        spread = (runs[value] - grouped[value].transform("median")).abs()
+        out[name] = spread.groupby([runs[k] for k in BASELINE_KEYS]).median()
     for name in ("first_date", "last_date"):
         days = out[name].to_numpy(dtype="int64")
         out[name] = np.datetime_as_string(days.astype("datetime64[D]")).astype(object)
     return out
-
-
-# Rows reduced to the window's runs at a time: a few nights of 1,000 logs.
-_CHUNK_ROWS = 1 << 18
 
 
 def _candidates(
@@ -124,84 +109,133 @@ def _candidates(
     return history.filter(keep)
 
 
-def _newest(points: pd.DataFrame, window: int) -> pd.DataFrame:
-    """The ``window`` most recent runs (by date, then ingest time) of each series
-    and size of ``points``."""
-    points = points.sort_values(["date", "ingested_at"], ascending=False, kind="stable")
-    newest = points.groupby(list(BASELINE_KEYS), sort=False).head(window)
-    return newest.reset_index(drop=True)
+# A null ingest time sorts after every real one (as pandas puts NaT last).
+_NO_TIME = -(1 << 62)
 
 
-def _run_points(history: pa.Table) -> pa.Table:
-    """One row per run, series and size of ``history`` rows: the median busbw and
-    time of its rows (almost always one). Grouped in Arrow: a month of nightly
-    history is millions of rows."""
-    measured = bandwidth_columns(history.select(list(_BANDWIDTH_INPUTS)))
-    columns: dict[str, Any] = {k: _key(history[k]) for k in BASELINE_KEYS[:-1]}
-    columns |= {
-        "size_bytes": history["size_bytes"],
-        "key": history["ingest_key"],
-        "run": history["run"],
-        # Days since 1970 (sorts and aggregates as numbers); ISO again at the end.
-        "date": pc.cast(
-            pc.cast(pc.cast(history["date"], pa.string()), pa.date32()), pa.int32()
-        ),
-        "ingested_at": history["ingested_at"],
-        "busbw": measured["busbw_calc_gbps"],
-        "time_us": history["time_us"],
-    }
-    table = pa.table(columns)
-    if _one_row_each(table, [*BASELINE_KEYS, "key", "run"]):
-        return table  # the usual case: each run measured each size once
-    keys = [*BASELINE_KEYS, "key", "run", "date", "ingested_at"]
-    stats: list[Any] = [
-        (v, f) for v in ("busbw", "time_us") for f in ("count", "min", "max")
-    ]
-    grouped = table.group_by(keys).aggregate(stats)
-    points: dict[str, Any] = {k: grouped[k] for k in keys}
-    for value in ("busbw", "time_us"):
-        count = grouped[f"{value}_count"]
-        low, high = grouped[f"{value}_min"], grouped[f"{value}_max"]
-        # The median of one value is it, of two their mean; more are rare (a
-        # size repeated in one run) and taken exactly below.
-        points[value] = pc.if_else(
-            pc.equal(count, pa.scalar(1)), low, pc.divide(pc.add(low, high), 2.0)
+class _Window:
+    """The ``size`` most recent run points (by date, then ingest time) of each
+    series and size seen so far, in NumPy: a month of nightly history is millions
+    of rows, of which the window keeps a few thousand.
+
+    A series and size is a small integer (its key in :attr:`_keys`), so that
+    reducing a night costs a sort of integers, not a grouping of text."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._ids: dict[tuple[Any, ...], int] = {}
+        self._keys: list[tuple[Any, ...]] = []
+        empty = np.zeros(0, np.int64)
+        self._group, self._date, self._ingested = empty, empty, empty
+        self._busbw, self._time = np.zeros(0), np.zeros(0)
+
+    def add(self, rows: pa.Table) -> None:
+        """Reduce ``rows`` (usable history rows) into the window."""
+        group, date, ingested, busbw, time = _run_points(rows, self._series(rows))
+        group = np.concatenate([self._group, group])
+        date = np.concatenate([self._date, date])
+        ingested = np.concatenate([self._ingested, ingested])
+        # Stable: on a tie, the rows already kept come first, as they came.
+        order = np.lexsort((-ingested, -date, group))
+        ranked = group[order]
+        starts = np.flatnonzero(np.r_[True, ranked[1:] != ranked[:-1]])
+        rank = np.arange(len(ranked)) - np.repeat(
+            starts, np.diff([*starts, len(ranked)])
         )
-    result = pa.table(points)
-    many = pc.or_(
-        pc.greater(grouped["busbw_count"], pa.scalar(2)),
-        pc.greater(grouped["time_us_count"], pa.scalar(2)),
+        keep = order[rank < self._size]
+        self._group, self._date, self._ingested = (
+            group[keep],
+            date[keep],
+            ingested[keep],
+        )
+        self._busbw = np.concatenate([self._busbw, busbw])[keep]
+        self._time = np.concatenate([self._time, time])[keep]
+
+    def points(self) -> pd.DataFrame:
+        """The kept run points: BASELINE_KEYS, ``date`` (days since 1970),
+        ``busbw`` and ``time_us``."""
+        keys = [self._keys[g] for g in self._group.tolist()]
+        columns: dict[str, Any] = {
+            name: [key[i] for key in keys] for i, name in enumerate(BASELINE_KEYS)
+        }
+        columns["size_bytes"] = np.asarray(columns["size_bytes"], np.int64)
+        columns |= {"date": self._date, "busbw": self._busbw, "time_us": self._time}
+        return pd.DataFrame(columns)
+
+    def _series(self, rows: pa.Table) -> npt.NDArray[np.int64]:
+        """Each row's series and size as the window's integer for it."""
+        codes = [key_codes(rows[k]) for k in BASELINE_KEYS]
+        found, first, inverse = _distinct(codes)
+        ids = np.empty(len(found), np.int64)
+        texts = rows.select(list(BASELINE_KEYS[:-1])).take(first)
+        values = [_key(texts[k]).to_pylist() for k in BASELINE_KEYS[:-1]]
+        sizes = rows["size_bytes"].take(first).to_pylist()
+        for i, key in enumerate(zip(*values, sizes, strict=True)):
+            ids[i] = self._ids.setdefault(key, len(self._ids))
+            if ids[i] == len(self._keys):
+                self._keys.append(key)
+        return ids[inverse]
+
+
+def _distinct(
+    codes: list[npt.NDArray[np.int64]],
+) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
+    """The distinct rows of integer columns ``codes`` (null: -1): their combined
+    value, the index of each one's first row, and each row's index among them."""
+    combined = np.zeros(len(codes[0]), np.int64)
+    span = 1
+    for column in codes:
+        radix = int(column.max(initial=-1)) + 2
+        if (
+            span * radix >= 1 << 62
+        ):  # too many values to combine: rank the combined so far
+            combined = np.unique(combined, return_inverse=True)[1].astype(np.int64)
+            span = int(combined.max(initial=0)) + 1
+        combined = combined * radix + (column + 1)
+        span *= radix
+    found, first, inverse = np.unique(combined, return_index=True, return_inverse=True)
+    return found, first.astype(np.int64), inverse.astype(np.int64).reshape(-1)
+
+
+def _run_points(
+    history: pa.Table, group: npt.NDArray[np.int64]
+) -> tuple[npt.NDArray[Any], ...]:
+    """One point per run, series and size of ``history`` rows whose series and size
+    is ``group``: the median busbw and time of its rows (almost always one row).
+    Returns group, date (days since 1970), ingest time (ns), busbw and time."""
+    measured = bandwidth_columns(history.select(list(_BANDWIDTH_INPUTS)))
+    busbw = _floats(measured["busbw_calc_gbps"])
+    time = _floats(history["time_us"])
+    date = _floats(
+        pc.cast(pc.cast(pc.cast(history["date"], pa.string()), pa.date32()), pa.int32())
+    ).astype(np.int64)
+    ingested = np.asarray(
+        fill_null(pc.cast(history["ingested_at"], pa.int64()), _NO_TIME).to_numpy(
+            zero_copy_only=False
+        ),
+        np.int64,
     )
-    if pc.any(many).as_py():
-        result = _exact_medians(result, table, keys, many)
-    return result
+    run = [group, key_codes(history["ingest_key"]), key_codes(history["run"])]
+    _, first, inverse = _distinct(run)
+    if len(first) == len(group):
+        return group, date, ingested, busbw, time  # each run measured each size once
+    # A size repeated in one run: the median of its rows.
+    table = pd.DataFrame({"point": inverse, "busbw": busbw, "time": time})
+    medians = table.groupby("point", sort=True).median()
+    return (
+        group[first],
+        date[first],
+        ingested[first],
+        medians["busbw"].to_numpy(np.float64),
+        medians["time"].to_numpy(np.float64),
+    )
 
 
-def _one_row_each(table: pa.Table, keys: list[str]) -> bool:
-    """True when no two rows of ``table`` share their ``keys`` (checked on
-    dictionary codes: Arrow's hash grouping on a dozen text keys holds hundreds of
-    MB for a few nights of 1,000 logs)."""
-    if table.num_rows < 2:
-        return True
-    codes = np.column_stack([key_codes(table[k]) for k in keys])
-    ordered = codes[np.lexsort(codes.T[::-1])]
-    return not bool((ordered[1:] == ordered[:-1]).all(axis=1).any())
-
-
-def _exact_medians(
-    points: pa.Table, rows: pa.Table, keys: list[str], many: Any
-) -> pa.Table:
-    """``points`` with the medians of the groups flagged ``many`` computed exactly
-    from their ``rows`` (pandas, on those groups only)."""
-    frame = rows.to_pandas()
-    medians = frame.groupby(keys, observed=True, sort=False)[["busbw", "time_us"]]
-    exact = medians.median()
-    fixed = points.to_pandas()
-    flagged = many.to_numpy(zero_copy_only=False)
-    index = pd.MultiIndex.from_frame(fixed.loc[flagged, keys])
-    for value in ("busbw", "time_us"):
-        fixed.loc[flagged, value] = exact[value].reindex(index).to_numpy()
-    return pa.Table.from_pandas(fixed, preserve_index=False)
+def _floats(column: Any) -> npt.NDArray[np.float64]:
+    """A numeric column as float64, null as NaN."""
+    return np.asarray(
+        pc.cast(column, pa.float64()).to_numpy(zero_copy_only=False), np.float64
+    )
 
 
 def _key(column: Any) -> Any:
@@ -223,11 +257,6 @@ _BANDWIDTH_INPUTS = (
     "collective",
     "device",
 )
-
-
-def _mad(values: pd.Series) -> float:
-    """Median absolute deviation from the median (NaN ignored)."""
-    return float((values - values.median()).abs().median())
 
 
 def window_start(policy: HistoryPolicy, today: dt.date | None = None) -> str | None:

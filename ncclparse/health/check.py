@@ -47,10 +47,20 @@ from ncclparse.health.integrity import (
     history_expect_cases,
     input_case,
     integrity_case,
+    misprinted_by_run,
     no_run_case,
 )
 from ncclparse.health.rules import Rule, Rules, VerdictPolicy
-from ncclparse.health.verdict import Block, blocks_of, judge_run, judged_rows
+from ncclparse.health.verdict import (
+    FIT_COLUMNS,
+    JUDGED_COLUMNS,
+    Columns,
+    ColumnsBlock,
+    column_blocks,
+    columns_of,
+    judge_run,
+)
+from ncclparse.health.verdict import judged as judged_of
 from ncclparse.inputs import Note
 from ncclparse.schema import BLOCK_KEYS, SERIES_KEYS
 
@@ -135,9 +145,15 @@ def check(
     if not runs:
         failed = [input_case(exc).source or "" for exc in input_failures]
         cases.append(no_run_case(list(dict.fromkeys([*failed, *result.accounting]))))
-    row_groups = rows_by_run(rows)
+    wrong = rows[list(_WRONG_COLUMNS)]  # what integrity reads per run, beyond misprints
+    row_groups = rows_by_run(wrong)
+    misprints = misprinted_by_run(rows)
     cases += [
-        integrity_case(run, run_rows(row_groups, rows, run["source"], run["run"]))
+        integrity_case(
+            run,
+            run_rows(row_groups, wrong, run["source"], run["run"]),
+            misprints.get((run["source"], run["run"]), []),
+        )
         for run in runs.values()
     ]
     cases += expect_cases(rows, rules, [r["source"] for r in runs.values()])
@@ -151,7 +167,7 @@ def check(
         if base is not None and expect_history:
             cases += history_expect_cases(rows, base, rules.history)
     cases += verdict_cases(runs, analysis, rules.verdict)
-    series = list(rows.groupby(list(SERIES_KEYS), dropna=False, sort=False))
+    series = _series(rows)
     for rule in rules.rules:
         for key, group in series:
             if rule.collective in (None, key[3]):
@@ -188,14 +204,19 @@ def verdict_cases(
     when a series stops before bandwidth can be judged (:func:`unjudged`; skipped
     instead with ``policy.unjudged = "skip"``); skip when nothing was judged on
     efficiency (status and data are integrity cases); else pass."""
-    rows = frame(analysis.rows)
-    fits = frame(analysis.fits)
-    row_groups, fit_groups = rows_by_run(rows), rows_by_run(fits)
+    rows = frame(analysis.rows.select(list(JUDGED_COLUMNS)))
+    # Each column once, as NumPy; each run is positions into them.
+    columns = Columns(rows)
+    arrays = {name: columns[name] for name in JUDGED_COLUMNS}
+    at = rows.groupby(["source", "run"], sort=False).indices if len(rows) else {}
+    none = np.zeros(0, np.intp)
+    fits = frame(analysis.fits.select(list(FIT_COLUMNS)))
+    fit_groups = rows_by_run(fits)
     cases = []
     for (source, run), facts in runs.items():
-        mine = run_rows(row_groups, rows, source, run)
+        mine = Columns(arrays, np.asarray(at.get((source, run), none), np.intp))
         my_fits = run_rows(fit_groups, fits, source, run)
-        blocks = blocks_of(mine)
+        blocks = column_blocks(mine)
         verdict = judge_run(facts, mine, policy, my_fits, blocks)
         said = [f for f in verdict.findings if f.aspect == "efficiency"]
         worst = verdict.worst("efficiency")
@@ -234,7 +255,9 @@ def verdict_cases(
     return cases
 
 
-def unjudged(rows: pd.DataFrame, blocks: list[Block] | None = None) -> list[str]:
+def unjudged(
+    rows: pd.DataFrame | Columns, blocks: Sequence[ColumnsBlock] | None = None
+) -> list[str]:
     """Why bandwidth cannot be judged in each block of one run's analysed ``rows``
     whose sweep stops short: its largest size still latency-bound, or no plateau
     reached (busbw still rising, not levelling off, or one size only); empty when
@@ -242,22 +265,21 @@ def unjudged(rows: pd.DataFrame, blocks: list[Block] | None = None) -> list[str]
     The verdict's notes say the same in other
     words."""
     reasons = []
-    for key, block in blocks_of(rows) if blocks is None else blocks:
-        judged = judged_rows(block)
-        if judged.empty:
+    for key, block in column_blocks(columns_of(rows)) if blocks is None else blocks:
+        judged = judged_of(block)
+        if not len(judged):
             continue
         label = series_label(dict(zip(BLOCK_KEYS, key, strict=True)))
-        largest = judged.iloc[-1]
+        largest = judged.row(-1)
         size = format_bytes(largest["size_bytes"])
         if largest["regime"] == "latency-bound":
             reasons.append(
                 f"{label}: the largest size measured, {size}, is still "
                 "latency-bound, so no plateau was reached"
             )
-        elif not judged["plateau"].eq(True).any():
-            busbw = (
-                judged.groupby("size_bytes")["busbw_calc_gbps"].median().astype(float)
-            )
+        elif not judged.true("plateau").any():
+            by_size = judged.frame().groupby("size_bytes")["busbw_calc_gbps"]
+            busbw = by_size.median().astype(float)
             if not busbw.notna().any():
                 why = "busbw could not be computed"
             elif len(busbw) < 2:
@@ -271,6 +293,9 @@ def unjudged(rows: pd.DataFrame, blocks: list[Block] | None = None) -> list[str]
                 f"({why})"
             )
     return reasons
+
+
+_WRONG_COLUMNS = ("source", "run", "wrong", "wrong_kind", "size_bytes", "placement")
 
 
 def _frame(rows: pa.Table) -> pd.DataFrame:
@@ -307,21 +332,41 @@ def _frame(rows: pa.Table) -> pd.DataFrame:
     return table
 
 
-def _rule_case(rule: Rule, ctx: dict[str, Any], group: pd.DataFrame) -> Case:
-    # NumPy on the group's columns: pandas selections cost ~1 ms each, 2,000 series.
-    size = group["size_bytes"].to_numpy()
+def _series(rows: pd.DataFrame) -> list[tuple[tuple[Any, ...], Columns]]:
+    """The series (SERIES_KEYS) of analysed ``rows`` in order of appearance, each
+    its key (a missing value as None) and its rows as Columns of shared arrays:
+    a pandas group per series cost ~1 ms, at 2,000 series."""
+    if rows.empty:
+        return []
+    grouped = rows.groupby(list(SERIES_KEYS), dropna=False, sort=False)
+    codes = grouped.ngroup().to_numpy()
+    order = np.argsort(codes, kind="stable")
+    starts = np.flatnonzero(np.r_[True, np.diff(codes[order]) != 0])
+    columns = Columns(rows)
+    arrays = {name: columns[name] for name in rows.columns}
+    keys = [columns[name] for name in SERIES_KEYS]
+    found = []
+    for at in np.split(order, starts[1:]):
+        first = int(at[0])
+        key = _nan_free(tuple(values[first] for values in keys))
+        found.append((key, Columns(arrays, at)))
+    return found
+
+
+def _rule_case(rule: Rule, ctx: dict[str, Any], group: Columns) -> Case:
+    size = group["size_bytes"]
     keep = (
-        ~group["cputime"].to_numpy(dtype=bool)
-        & ~group["grouped"].to_numpy(dtype=bool)
+        ~np.asarray(group["cputime"], dtype=bool)
+        & ~np.asarray(group["grouped"], dtype=bool)
         & (size > 0)
     )
     if rule.regime is not None:
-        keep &= group["regime"].to_numpy() == rule.regime
+        keep &= group["regime"] == rule.regime
     if rule.size_min is not None:
         keep &= size >= rule.size_min
     if rule.size_max is not None:
         keep &= size <= rule.size_max
-    metric = group[rule.metric].astype(float).to_numpy()
+    metric = group[rule.metric].astype(float)
     keep &= ~np.isnan(metric)
     size, values = size[keep], metric[keep]
     name = f"{ctx['label']} [{ctx['source']}#{ctx['run']}]"

@@ -44,6 +44,7 @@ Guarantees, and how they are kept:
 
 from __future__ import annotations
 
+import base64
 import datetime as dt
 import errno
 import fcntl
@@ -59,11 +60,13 @@ from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.dataset as ds
 import pyarrow.fs as pafs
+import pyarrow.ipc
 import pyarrow.parquet as pq
 
 from ncclparse import schema
@@ -305,7 +308,7 @@ def ingest(
         try:
             where.make_directory(partition)
             with where.output(relative) as handle:
-                pq.write_table(table, handle)
+                pq.write_table(_with_runs(table), handle)
         except (OSError, pa.ArrowException) as exc:
             raise HistoryError(
                 f"{where.name}: cannot ingest: cannot write {relative}: "
@@ -364,15 +367,25 @@ def scan_history(
     if not _exists(where, missing_ok):
         return view_of(_READ_SCHEMA.empty_table())
     files = _data_files(where)
-    dataset = _dataset(where, files, scan=True)
-    columns = [*_RUN_COLUMNS, *(("tags",) if with_tags else ())]
     parts: list[pa.Table] = []
     tags: dict[str, dict[str, str]] = {}
+    unsummarised = []
     try:
-        for batch in _batches(dataset, columns):
-            parts.append(_run_rows(batch))
+        for path in files:
+            runs = _runs_of(where, path)
+            if runs is None:
+                unsummarised.append(path)
+                continue
+            parts.append(runs)
             if with_tags:
-                _collect_tags(batch, tags)
+                _collect_tags(runs, tags)
+        if unsummarised:
+            dataset = _dataset(where, unsummarised, scan=True)
+            columns = [*_RUN_COLUMNS, *(("tags",) if with_tags else ())]
+            for batch in _batches(dataset, columns):
+                parts.append(_run_rows(batch))
+                if with_tags:
+                    _collect_tags(batch, tags)
     except (OSError, pa.ArrowException) as exc:
         raise _unreadable(where, exc, files) from exc
     by_date: dict[str, list[str]] = {}
@@ -477,7 +490,9 @@ def compact(
     with _locked(where, lock, lock_timeout, doing="compact"):
         for name, files in _partitions(where).items():
             late = before is not None and name[5:] >= before.isoformat()
-            if len(files) < 2 or late:
+            # One file is left as it is, unless it predates footer summaries.
+            whole = len(files) == 1 and _runs_of(where, files[0]) is not None
+            if not files or whole or late:
                 continue
             try:
                 table = _dataset(where, files).to_table()
@@ -490,7 +505,7 @@ def compact(
             relative = f"{name}/compacted-{uuid.uuid4().hex[:16]}.parquet"
             try:
                 with where.output(relative) as handle:
-                    pq.write_table(table, handle, row_group_size=_BATCH * 4)
+                    pq.write_table(_with_runs(table), handle, row_group_size=_BATCH * 4)
                 for path in files:
                     where.delete(path)
             except (OSError, pa.ArrowException) as exc:
@@ -611,19 +626,69 @@ def _run_rows(batch: pa.RecordBatch | pa.Table) -> pa.Table:
         batch = batch.combine_chunks().to_batches()[0] if batch.num_rows else batch
     if batch.num_rows == 0:
         return _RUNS_SCHEMA.empty_table()
-    codes = [key_codes(batch[name]) for name in ("ingest_key", "ingest_id", "run")]
-    changed = np.zeros(batch.num_rows - 1, dtype=bool)
-    for values in codes:
-        changed |= values[1:] != values[:-1]
-    starts = np.concatenate([[0], np.flatnonzero(changed) + 1])
+    starts = _starts(batch)
     fit = np.asarray(usable(batch).to_numpy(zero_copy_only=False), dtype=bool)
     at = pa.array(starts, pa.int64())
     columns: dict[str, Any] = {
         name: _text(batch[name].take(at))
         for name in ("ingest_key", "ingest_id", "run", "date", "ingested_at")
+        if name in batch.schema.names
     }
     columns["usable"] = pa.array(np.logical_or.reduceat(fit, starts), pa.bool_())
     return pa.table(columns)
+
+
+# A file's runs (:func:`_run_rows` of its rows, with their tags) are kept in its
+# footer, so that a check reads 365 footers, not the columns of 24 million rows.
+# The key names the version of what a run's ``usable`` means: change it with usable().
+_RUNS_KEY = b"ncclparse.runs.1"
+
+
+def _with_runs(table: pa.Table) -> pa.Table:
+    """``table`` (a file's rows, without ``date``) with its runs in its metadata:
+    an Arrow IPC stream (zstd), base64 as Parquet key-value metadata is text."""
+    runs = _run_rows(table)
+    if table.num_rows:
+        starts = _starts(table)
+        runs = runs.append_column("tags", table["tags"].take(starts))
+    sink = pa.BufferOutputStream()
+    options = pa.ipc.IpcWriteOptions(compression="zstd")
+    with pa.ipc.new_stream(sink, runs.schema, options=options) as writer:
+        writer.write_table(runs)
+    encoded = base64.b64encode(sink.getvalue().to_pybytes())
+    return table.replace_schema_metadata(
+        {**(table.schema.metadata or {}), _RUNS_KEY: encoded}
+    )
+
+
+def _runs_of(where: Location, path: str) -> pa.Table | None:
+    """The runs kept in the footer of the file at ``path``, with its partition's
+    ``date``; None when it has none (written by an older version) or they cannot be
+    decoded (the file's columns are read instead)."""
+    found = _DATE_IN_PATH.search(path[len(where.root) :])
+    metadata = pq.read_schema(path, filesystem=where.fs).metadata or {}
+    if found is None or _RUNS_KEY not in metadata:
+        return None
+    try:
+        data = base64.b64decode(metadata[_RUNS_KEY], validate=True)
+        runs = pa.ipc.open_stream(data).read_all()
+        runs = runs.append_column(
+            "date", pa.array([found.group(1)] * runs.num_rows, pa.string())
+        )
+        return runs.select([*_RUNS_SCHEMA.names, "tags"]).cast(
+            pa.schema([*_RUNS_SCHEMA, HISTORY_SCHEMA.field("tags")])
+        )
+    except (ValueError, KeyError, pa.ArrowException):
+        return None
+
+
+def _starts(rows: pa.RecordBatch | pa.Table) -> npt.NDArray[np.int64]:
+    """The first row of each run of ``rows``: where key, ingest or run changes."""
+    codes = [key_codes(rows[name]) for name in ("ingest_key", "ingest_id", "run")]
+    changed = np.zeros(rows.num_rows - 1, dtype=bool)
+    for values in codes:
+        changed |= values[1:] != values[:-1]
+    return np.concatenate([[0], np.flatnonzero(changed) + 1]).astype(np.int64)
 
 
 def _per_run(table: pa.Table) -> pa.Table:

@@ -30,6 +30,7 @@ __all__ = [
     "history_expect_cases",
     "input_case",
     "integrity_case",
+    "misprinted_by_run",
     "no_run_case",
 ]
 
@@ -58,8 +59,11 @@ def no_run_case(sources: Sequence[str]) -> Case:
     return Case("runs", "all inputs", "fail", message)
 
 
-def integrity_case(run: dict[str, Any], mine: pd.DataFrame) -> Case:
-    """The ``integrity`` case of one run (a ``runs`` row) from its analysed rows."""
+def integrity_case(
+    run: dict[str, Any], mine: pd.DataFrame, misprinted: list[str] | None = None
+) -> Case:
+    """The ``integrity`` case of one run (a ``runs`` row) from its analysed rows
+    (``misprinted``: the run's :func:`misprinted_by_run`, when judging many runs)."""
     source, index, found = run["source"], run["run"], hosts(run)
     problems = []
     if run["status"] != "complete":
@@ -84,7 +88,7 @@ def integrity_case(run: dict[str, Any], mine: pd.DataFrame) -> Case:
             for f, i in zip(findings, at, strict=True)
         )
         problems.append(f"#wrong > 0 at {len(findings)} size(s): {sizes}")
-    misprinted = _misprinted(mine)
+    misprinted = _misprinted(mine) if misprinted is None else misprinted
     if misprinted:
         extra = len(misprinted) - SHOWN
         problems.append(
@@ -334,10 +338,27 @@ def _be(n: int) -> str:
     return "is" if n == 1 else "are"
 
 
+def misprinted_by_run(rows: pd.DataFrame) -> dict[tuple[str, int], list[str]]:
+    """:func:`_misprinted` of each run of analysed ``rows`` (keyed by source and
+    run; runs without any left out), computed over all rows at once: it is a test
+    of each row alone."""
+    found: dict[tuple[str, int], list[str]] = {}
+    source, run = rows["source"].to_numpy(), rows["run"].to_numpy()
+    # In line order overall, so in line order within each run.
+    for at, text in _misprints(rows):
+        found.setdefault((str(source[at]), int(run[at])), []).append(text)
+    return found
+
+
 def _misprinted(mine: pd.DataFrame) -> list[str]:
-    """Each row whose printed busbw or algbw differs from size / time (x the bus
-    factor) by more than the rounding of the printed bandwidth and time explains,
-    and by more than :data:`MISPRINT`:
+    """The texts of :func:`_misprints`."""
+    return [text for _, text in _misprints(mine)]
+
+
+def _misprints(mine: pd.DataFrame) -> list[tuple[int, str]]:
+    """The rows (position in ``mine``, text) whose printed busbw or algbw differ
+    from size / time (x the bus factor) by more than the rounding of the printed
+    bandwidth and time explains, and by more than :data:`MISPRINT`, in line order:
     "1 GiB out-of-place (line 57) busbw 708.06 GB/s printed, 236.0 GB/s from size
     and time". Only tools whose bandwidths are size / time (:data:`_RECOMPUTABLE`);
     not a bandwidth printed as 0, a CPU time (nccl-tests computes the bandwidth from
@@ -374,7 +395,7 @@ def _misprinted(mine: pd.DataFrame) -> list[str]:
     either = np.flatnonzero(flags["algbw"] | flags["busbw"])
     lines = mine["line"].to_numpy()
     out = []
-    for i in either[np.argsort(lines[either], kind="stable")]:
+    for i in either[np.argsort(lines[either], kind="stable")].tolist():
         row = mine.iloc[i]
         parts = [
             f"{metric} {row[f'{metric}_printed_gbps']:g} GB/s printed, "
@@ -383,7 +404,10 @@ def _misprinted(mine: pd.DataFrame) -> list[str]:
             if flags[metric][i]
         ]
         out.append(
-            f"{format_bytes(row['size_bytes'])} {row['placement']} (line "
-            f"{row['line']}) {' and '.join(parts)}"
+            (
+                i,
+                f"{format_bytes(row['size_bytes'])} {row['placement']} (line "
+                f"{row['line']}) {' and '.join(parts)}",
+            )
         )
     return out

@@ -18,11 +18,12 @@ either), ``warn``, ``bad``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, cast
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 
 from ncclparse.formatting import (
@@ -32,9 +33,18 @@ from ncclparse.formatting import (
     series_label,
 )
 from ncclparse.health.rules import VerdictPolicy
-from ncclparse.schema import BLOCK_KEYS
+from ncclparse.schema import BLOCK_KEYS, SERIES_KEYS
 
-__all__ = ["LABELS", "Aspect", "Finding", "Level", "Verdict", "judge_run"]
+__all__ = [
+    "JUDGED_COLUMNS",
+    "LABELS",
+    "Aspect",
+    "Columns",
+    "Finding",
+    "Level",
+    "Verdict",
+    "judge_run",
+]
 
 Level = Literal["ok", "info", "warn", "bad"]
 # What a finding is about: the run as a whole, its data, or the fabric's efficiency.
@@ -42,6 +52,26 @@ Aspect = Literal["status", "data", "efficiency"]
 # A row of analysed measurements: a pandas row or a plain mapping.
 Row: TypeAlias = "Mapping[str, Any] | pd.Series[Any]"
 _RANK: dict[Level, int] = {"ok": 0, "info": 1, "warn": 2, "bad": 3}
+# The analysed columns a verdict reads (of rows; of fits, FIT_COLUMNS): a caller
+# judging many runs selects these first, as every per-run selection copies them.
+JUDGED_COLUMNS = (
+    *SERIES_KEYS,
+    "line",
+    "size_bytes",
+    "time_min_us",
+    "time_max_us",
+    "wrong",
+    "wrong_kind",
+    "busbw_calc_gbps",
+    "busbw_mismatch",
+    "ideal_busbw_gbps",
+    "ideal_basis",
+    "efficiency",
+    "efficiency_note",
+    "regime",
+    "plateau",
+)
+FIT_COLUMNS = ("source", "run", "collective", "placement", "crossover_bytes")
 FALL = 0.8  # busbw at the largest size below 80 % of its peak: falling with size
 APART = 0.75  # in-place below 75 % of out-of-place (or the reverse): apart
 SPREAD = 2.0  # slowest time over twice the fastest at one size: a wide spread
@@ -96,11 +126,12 @@ class Verdict:
 
 
 Block = tuple[tuple[Any, ...], pd.DataFrame]
+ColumnsBlock = tuple[tuple[Any, ...], "Columns"]
 
 
 def blocks_of(rows: pd.DataFrame) -> list[Block]:
     """The blocks (BLOCK_KEYS) of one run's analysed rows, in key order."""
-    if len(rows) and all(_constant(rows[key]) for key in BLOCK_KEYS):
+    if len(rows) and all(_constant(_numpy(rows[key])) for key in BLOCK_KEYS):
         # Most runs are one block: a dozen-key groupby per run took seconds at
         # 1,000 logs. The key is the first row's (a missing value as NaN/None:
         # series_label reads both as missing).
@@ -109,9 +140,20 @@ def blocks_of(rows: pd.DataFrame) -> list[Block]:
     return list(rows.groupby(list(BLOCK_KEYS), dropna=False, sort=True))
 
 
-def _constant(column: pd.Series) -> bool:
-    """True when every value of ``column`` is the same (all missing counts)."""
-    values = column.to_numpy()
+def column_blocks(rows: Columns) -> list[ColumnsBlock]:
+    """:func:`blocks_of` for Columns: the same keys, in the same order."""
+    if len(rows) and all(_constant(rows[key]) for key in BLOCK_KEYS):
+        return [(tuple(rows[key][0] for key in BLOCK_KEYS), rows)]
+    keys = pd.DataFrame({key: rows[key] for key in BLOCK_KEYS})
+    grouped = keys.groupby(list(BLOCK_KEYS), dropna=False, sort=True)
+    return [
+        (cast("tuple[Any, ...]", key), rows.take(group.index.to_numpy()))
+        for key, group in grouped
+    ]
+
+
+def _constant(values: npt.NDArray[Any]) -> bool:
+    """True when every value of ``values`` is the same (all missing counts)."""
     missing = pd.isna(values)
     if missing.all():
         return True
@@ -120,24 +162,26 @@ def _constant(column: pd.Series) -> bool:
 
 def judge_run(
     run: Mapping[str, Any],
-    rows: pd.DataFrame,
+    rows: pd.DataFrame | Columns,
     policy: VerdictPolicy,
     fits: pd.DataFrame | None = None,
-    blocks: list[Block] | None = None,
+    blocks: Sequence[Block | ColumnsBlock] | None = None,
 ) -> Verdict:
     """Return the verdict of one run.
 
     ``run`` is a ``runs`` table row as a mapping; ``rows`` are the run's analysed rows
-    (:func:`ncclparse.efficiency.analyze`'s columns, any order); ``fits`` the run's
-    fits, for the crossover size named when even the largest size is latency-bound;
-    ``blocks`` the rows' :func:`blocks_of`, when the caller has them already.
+    (:func:`ncclparse.efficiency.analyze`'s columns, any order; at least
+    JUDGED_COLUMNS); ``fits`` the run's fits, for the crossover size named when even
+    the largest size is latency-bound; ``blocks`` the rows' :func:`blocks_of` (or
+    :func:`column_blocks`), when the caller has them already.
     """
-    findings = [*_status(run), *_data(run, rows)]
-    blocks = blocks_of(rows) if blocks is None else blocks
-    for key, block in blocks:
+    mine = columns_of(rows)
+    findings = [*_status(run), *_data(run, mine)]
+    found = column_blocks(mine) if blocks is None else blocks
+    for key, block in found:
         where = series_label(dict(zip(BLOCK_KEYS, key, strict=True)))
-        prefix = f"{where}: " if len(blocks) > 1 else ""
-        findings.extend(_efficiency(block, fits, policy, prefix))
+        prefix = f"{where}: " if len(found) > 1 else ""
+        findings.extend(_efficiency(columns_of(block), fits, policy, prefix))
     if not findings:
         findings.append(Finding("info", "no measurement to judge"))
     findings.sort(key=lambda f: -_RANK[f.level])
@@ -149,14 +193,113 @@ def judge_run(
 def judged_rows(block: pd.DataFrame) -> pd.DataFrame:
     """The rows of a block that are judged: one placement (out-of-place when
     measured), non-zero sizes, by size."""
-    placement = block["placement"].to_numpy()
-    size = block["size_bytes"].to_numpy()
+    return block.iloc[_judged_positions(Columns(block))]
+
+
+def _judged_positions(block: Columns) -> npt.NDArray[np.intp]:
+    placement = block["placement"]
+    size = block["size_bytes"]
     for wanted in ("out-of-place", "in-place"):
         mine = np.flatnonzero((placement == wanted) & (size > 0))
         if len(mine):
-            # One row selection (NumPy order, stable as sort_values' was).
-            return block.iloc[mine[np.argsort(size[mine], kind="stable")]]
-    return block.iloc[0:0]
+            # NumPy order, stable as sort_values' was.
+            return mine[np.argsort(size[mine], kind="stable")]
+    return np.zeros(0, np.intp)
+
+
+class Columns:
+    """Analysed rows as NumPy columns, each read once when first asked for (from a
+    DataFrame, or from whole-table arrays at some positions): judging 1,000 runs
+    with a pandas selection per value took seconds. Text and nullable columns are
+    object arrays (null: None), numbers float or int (null: NaN)."""
+
+    __slots__ = ("_at", "_cache", "_source")
+
+    def __init__(
+        self,
+        source: pd.DataFrame | Mapping[str, npt.NDArray[Any]],
+        at: npt.NDArray[np.intp] | None = None,
+    ) -> None:
+        self._source = source
+        self._at = at
+        self._cache: dict[str, npt.NDArray[Any]] = {}
+
+    def __len__(self) -> int:
+        if self._at is not None:
+            return len(self._at)
+        if isinstance(self._source, pd.DataFrame):
+            return len(self._source)
+        return len(next(iter(self._source.values()), ()))
+
+    def __getitem__(self, name: str) -> npt.NDArray[Any]:
+        found = self._cache.get(name)
+        if found is None:
+            source = self._source
+            values = (
+                _numpy(source[name])
+                if isinstance(source, pd.DataFrame)
+                else source[name]
+            )
+            found = values if self._at is None else values[self._at]
+            self._cache[name] = found
+        return found
+
+    @property
+    def names(self) -> list[str]:
+        return [str(name) for name in self._source]
+
+    def take(self, positions: npt.NDArray[np.intp]) -> Columns:
+        """The rows at ``positions`` (of these rows)."""
+        at = positions if self._at is None else self._at[positions]
+        return Columns(self._source, at)
+
+    def row(self, index: int) -> Mapping[str, Any]:
+        """Row ``index`` (negative from the end) as a mapping of its values."""
+        return _Row(self, index)
+
+    def true(self, name: str) -> npt.NDArray[np.bool_]:
+        """Where boolean column ``name`` is true (null: false, as pandas' eq)."""
+        return np.array([v is True for v in self[name].tolist()], dtype=bool)
+
+    def frame(self) -> pd.DataFrame:
+        """The rows as a DataFrame."""
+        return pd.DataFrame({name: self[name] for name in self.names})
+
+
+class _Row(Mapping[str, Any]):
+    __slots__ = ("_index", "_rows")
+
+    def __init__(self, rows: Columns, index: int) -> None:
+        self._rows, self._index = rows, index
+
+    def __getitem__(self, name: str) -> Any:
+        return self._rows[name][self._index]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._rows.names)
+
+    def __len__(self) -> int:
+        return len(self._rows.names)
+
+
+def _numpy(column: pd.Series[Any]) -> npt.NDArray[Any]:
+    """A column's values; an extension type's as objects, null as None."""
+    if isinstance(column.dtype, np.dtype):
+        return column.to_numpy()
+    values = np.array(column.astype(object).to_numpy(), dtype=object)  # writable
+    values[pd.isna(values)] = None
+    return values
+
+
+def columns_of(rows: pd.DataFrame | Columns) -> Columns:
+    """``rows`` as :class:`Columns`."""
+    return rows if isinstance(rows, Columns) else Columns(rows)
+
+
+def judged(block: pd.DataFrame | Columns) -> Columns:
+    """The rows of a block that are judged (:func:`judged_rows`), as Columns."""
+    rows = columns_of(block)
+    return rows.take(_judged_positions(rows))
 
 
 def _status(run: Mapping[str, Any]) -> list[Finding]:
@@ -190,14 +333,12 @@ def _status(run: Mapping[str, Any]) -> list[Finding]:
     return found
 
 
-def _data(run: Mapping[str, Any], rows: pd.DataFrame) -> list[Finding]:
+def _data(run: Mapping[str, Any], rows: Columns) -> list[Finding]:
     found = []
-    line = rows["line"].to_numpy()
-    wrong = (rows["wrong_kind"].to_numpy() == "count") & (
-        rows["wrong"].to_numpy(dtype=float, na_value=np.nan) > 0
-    )
+    line = rows["line"]
+    wrong = (rows["wrong_kind"] == "count") & (rows["wrong"].astype(float) > 0)
     if wrong.any():
-        first = rows.iloc[int(np.flatnonzero(wrong)[np.argmin(line[wrong])])]
+        first = rows.row(int(np.flatnonzero(wrong)[np.argmin(line[wrong])]))
         found.append(
             Finding(
                 "bad",
@@ -210,7 +351,7 @@ def _data(run: Mapping[str, Any], rows: pd.DataFrame) -> list[Finding]:
     oob = run.get("oob_values")
     if (oob or 0) > 0 or run.get("oob_ok") is False:
         found.append(Finding("bad", f"Out of bounds values: {oob} FAILED", "data"))
-    mismatch = rows["busbw_mismatch"].eq(True).to_numpy()  # null: not judged
+    mismatch = rows.true("busbw_mismatch")  # null: not judged
     if mismatch.any():
         found.append(
             Finding(
@@ -224,7 +365,7 @@ def _data(run: Mapping[str, Any], rows: pd.DataFrame) -> list[Finding]:
 
 
 def _efficiency(
-    block: pd.DataFrame,
+    block: Columns,
     fits: pd.DataFrame | None,
     policy: VerdictPolicy,
     where: str,
@@ -232,11 +373,11 @@ def _efficiency(
     """The efficiency finding of one block: the median efficiency of its plateau
     sizes, judged only on a reached plateau and an ideal that is not assumed; and
     the anomalies that need no hardware figures."""
-    rows = judged_rows(block)
-    if rows.empty:
+    rows = judged(block)
+    if not len(rows):
         return []
     found = _anomalies(block, rows, where)
-    largest = rows.iloc[-1]
+    largest = rows.row(-1)
     size = format_bytes(largest["size_bytes"])
     if _number(largest["efficiency"]) is None:
         reason = _text(largest["efficiency_note"]) or "no ideal bandwidth for this row"
@@ -254,8 +395,9 @@ def _efficiency(
                 f"n* = {crossover}): large-message efficiency not measured",
             ),
         ]
-    plateau = rows[rows["plateau"].eq(True) & rows["efficiency"].notna()]
-    if plateau.empty:
+    measured = rows["efficiency"].astype(float)
+    plateau = np.flatnonzero(rows.true("plateau") & ~np.isnan(measured))
+    if not len(plateau):
         figures = _figures(largest["efficiency"], largest, largest)
         return [
             *found,
@@ -265,9 +407,14 @@ def _efficiency(
                 f"so {figures} is a lower bound; measure larger sizes to judge",
             ),
         ]
-    efficiency = float(plateau["efficiency"].median())
-    figures = _figures(efficiency, plateau.iloc[0], plateau.iloc[-1], plateau)
-    if (plateau["ideal_basis"] == "assumed").any():
+    efficiency = float(np.median(measured[plateau]))
+    figures = _figures(
+        efficiency,
+        rows.row(int(plateau[0])),
+        rows.row(int(plateau[-1])),
+        (rows["busbw_calc_gbps"][plateau], rows["ideal_busbw_gbps"][plateau]),
+    )
+    if (rows["ideal_basis"][plateau] == "assumed").any():
         found.append(
             Finding(
                 "info",
@@ -298,19 +445,19 @@ def _figures(
     efficiency: float,
     first: Row,
     last: Row,
-    plateau: pd.DataFrame | None = None,
+    plateau: tuple[npt.NDArray[Any], npt.NDArray[Any]] | None = None,
 ) -> str:
     """ "88.2 % of the ideal on the plateau, 2 GiB to 8 GiB (330.6 GB/s of 375.0
-    GB/s)" or, for one row, "... at 8 GiB (...)"."""
+    GB/s)" or, for one row, "... at 8 GiB (...)". ``plateau``: the busbw and ideal
+    busbw of the plateau's rows."""
     eff = format_percent(efficiency)
-    if plateau is None or len(plateau) == 1:
+    if plateau is None or len(plateau[0]) == 1:
         return (
             f"{eff} of the ideal at {format_bytes(last['size_bytes'])} "
             f"({format_gbps(last['busbw_calc_gbps'])} of "
             f"{format_gbps(last['ideal_busbw_gbps'])})"
         )
-    busbw = float(plateau["busbw_calc_gbps"].median())
-    ideal = float(plateau["ideal_busbw_gbps"].median())
+    busbw, ideal = (_median(values) for values in plateau)
     return (
         f"{eff} of the ideal on the plateau, {format_bytes(first['size_bytes'])} to "
         f"{format_bytes(last['size_bytes'])} (median busbw {format_gbps(busbw)} of "
@@ -318,7 +465,14 @@ def _figures(
     )
 
 
-def _anomalies(block: pd.DataFrame, rows: pd.DataFrame, where: str) -> list[Finding]:
+def _median(values: npt.NDArray[Any]) -> float:
+    """The median of the numbers among ``values`` (NaN when none), as pandas'."""
+    numbers = values.astype(float)
+    numbers = numbers[~np.isnan(numbers)]
+    return float(np.median(numbers)) if len(numbers) else float("nan")
+
+
+def _anomalies(block: Columns, rows: Columns, where: str) -> list[Finding]:
     """What is wrong whatever the hardware: bus bandwidth falling at the largest
     sizes, in-place and out-of-place far apart, a wide spread of times at one size."""
     found = []
@@ -378,7 +532,7 @@ def _anomalies(block: pd.DataFrame, rows: pd.DataFrame, where: str) -> list[Find
     return found
 
 
-def _records(rows: pd.DataFrame) -> list[dict[str, Any]]:
+def _records(rows: Columns) -> list[dict[str, Any]]:
     """The columns the anomaly checks read, one plain dict per row."""
     columns = {
         "size_bytes": "size_bytes",
