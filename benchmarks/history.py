@@ -17,8 +17,8 @@ Measured, each in a fresh process (median of ``--reps``; peak RSS from
 ``/usr/bin/time -v``):
 
 1. ``ncclparse check tonight --tag cluster=a`` (reference: no history);
-2. ``ncclparse check tonight --history year --tag cluster=a``: target < 10 s of
-   history work (2 minus 1) and < 1 GB peak RSS for the whole check;
+2. ``ncclparse check tonight --history year --tag cluster=a``: target < 10 s for
+   the whole check (and for its history work, 2 minus 1) and < 1 GB peak RSS;
 3. ``ncclparse ingest tonight --history H`` into ``month/`` and ``year/`` (the new
    file removed after each run): target, the year's ingest within 1.5x the month's.
 
@@ -182,7 +182,7 @@ def main() -> int:
     ratio = into_year[0] / into_month[0]
     rows = [
         ("check, no history (reference)", alone, ""),
-        ("check --history (365 nights)", with_year, ""),
+        ("check --history (365 nights)", with_year, _ok(with_year[0] < 10)),
         ("  history work (difference)", (history_work, None), _ok(history_work < 10)),
         ("  peak RSS of the whole check", (with_year[1] or 0, None), ""),
         ("ingest into 30 nights", into_month, ""),
