@@ -20,6 +20,7 @@ from ncclparse.errors import (
 
 if TYPE_CHECKING:
     from ncclparse.api import ParseResult, parse, parse_many
+    from ncclparse.plot import plot_bandwidth, plot_efficiency, plot_time
     from ncclparse.schema import MEASUREMENTS_SCHEMA, RUNS_SCHEMA, SCHEMA_VERSION
 
 # pyarrow, pandas and numpy load on first use, so that `ncclparse --help` and the
@@ -28,6 +29,10 @@ _LAZY = {
     "ParseResult": "ncclparse.api",
     "parse": "ncclparse.api",
     "parse_many": "ncclparse.api",
+    # matplotlib charts for notebooks (matplotlib loads only when one is asked for)
+    "plot_bandwidth": "ncclparse.plot",
+    "plot_efficiency": "ncclparse.plot",
+    "plot_time": "ncclparse.plot",
     "MEASUREMENTS_SCHEMA": "ncclparse.schema",
     "RUNS_SCHEMA": "ncclparse.schema",
     "SCHEMA_VERSION": "ncclparse.schema",
@@ -63,5 +68,8 @@ __all__ = [
     "parse_contents",
     "parse_many",
     "parse_path",
+    "plot_bandwidth",
+    "plot_efficiency",
+    "plot_time",
     "spark_ddl",
 ]

@@ -105,3 +105,19 @@ def jitter(seed: int, spread: float = 0.015) -> Callable[[int], float]:
         return 1 + spread * (step - 100) / 100
 
     return factor
+
+
+def pairwise(
+    hosts: list[str], slow: str | None, factor: float = 2.0
+) -> list[tuple[str, str]]:
+    """A pairwise sweep: the real 2-node log renamed to every pair of ``hosts``, as
+    (text, "a-b.log"); pairs that include ``slow`` take ``factor`` x as long at
+    every size."""
+    logs = []
+    for i, a in enumerate(hosts):
+        for b in hosts[i + 1 :]:
+            text = rename_hosts(healthy(), dict(zip(HOSTS, (a, b), strict=False)))
+            if slow in (a, b):
+                text = scale(text, lambda _size: factor)
+            logs.append((text, f"{a}-{b}.log"))
+    return logs

@@ -15,15 +15,7 @@ from tests import _derive as derive
 def _runs(slow: str | None, hosts: list[str]) -> ncclparse.ParseResult:
     """Derived: the real 2-node log renamed to every pair of ``hosts``; pairs that
     include ``slow`` take 2x as long at every size."""
-    texts = []
-    for i, a in enumerate(hosts):
-        for b in hosts[i + 1 :]:
-            text = derive.rename_hosts(
-                derive.healthy(), dict(zip(derive.HOSTS, (a, b), strict=False))
-            )
-            if slow in (a, b):
-                text = derive.scale(text, lambda s: 2.0)
-            texts.append((text, f"{a}-{b}.log"))
+    texts = derive.pairwise(hosts, slow)
     return ncclparse.parse_many((_stream(t), n) for t, n in texts)
 
 

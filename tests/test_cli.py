@@ -128,6 +128,7 @@ def test_every_command_has_help(runner: CliRunner) -> None:
         "parse",
         "profiles",
         "report",
+        "trend",
     ]
     for name in names:
         command = cli.get_command(context, name)
@@ -419,7 +420,7 @@ def test_report_with_the_real_nics_judges_the_example(
     judged = runner.invoke(cli, [*args, "--profile", "gcp-a3-mega"])
     assert judged.exit_code == 0, judged.output
     assert (
-        "| ✓ OK | examples/all\\_reduce\\_16rank\\_2node\\_h100.log (run 1) | all\\_reduce "
+        "| ✓ OK | examples/all\\_reduce\\_16rank\\_2node\\_h100.log (run 0) | all\\_reduce "
         "| 16 | 2 | NVIDIA H100 80GB HBM3 | healthy: 88.2 % of the ideal on the plateau, "
         "2 GiB to 8 GiB (median busbw 330.6 GB/s of 375.0 GB/s) |"
     ) in judged.output.splitlines()

@@ -12,8 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 import ncclparse
-from ncclparse.health.compare import CompareRow, Comparison, compare
-from ncclparse.health.outputs import comparison_format as format_for
+from ncclparse.health.compare import CompareRow, Comparison, Side, compare
 from ncclparse.health.outputs import render_comparison
 from ncclparse.inputs import load_measurements
 from ncclparse.report.render import render_comparison_html
@@ -75,21 +74,18 @@ def test_nothing_in_common_is_incomparable() -> None:
     assert found.geomean_change is None
 
 
-def test_renderings() -> None:
+def test_json_names_the_sides_and_busbw() -> None:
     found = compare(_table(derive.healthy()), _table(derive.healthy()))
-    assert render_comparison(found, "text").splitlines()[1] == (
-        "all_reduce float32 sum in-place 16 ranks on 2 nodes  8 B  124 µs  124 µs  "
-        "+0.0%  same"
-    )
-    markdown = render_comparison(found, "markdown").splitlines()
-    assert (
-        markdown[2]
-        == "| series | size | baseline | candidate | busbw change | verdict |"
-    )
     document = json.loads(render_comparison(found, "json"))
     assert set(document) == {"format", "version", "rows", "only_baseline",
                              "only_candidate", "threshold", "verdict",
-                             "geomean_change"}  # fmt: skip
+                             "geomean_change", "baseline", "candidate"}  # fmt: skip
+    assert document["baseline"] == {
+        "name": "baseline",
+        "about": "1 run: run 0 of x.log",
+    }
+    gib = [r for r in document["rows"] if r["size_bytes"] == GIB]
+    assert [round(r["baseline_busbw_gbps"], 2) for r in gib] == [298.82, 297.86]
     with pytest.raises(ValueError, match="unknown format"):
         render_comparison(found, "pdf")
 
@@ -97,18 +93,16 @@ def test_renderings() -> None:
 def test_html_escapes_names_from_logs() -> None:
     row = CompareRow("<script>alert(1)</script>", 8, 1.0, 2.0, -0.5, "regression")
     html = render_comparison_html(
-        Comparison((row,), ("a&b",), (), 0.05, "regression", -0.5)
-    )
+        Comparison(
+            (row,), ("a&b",), (), 0.05, "regression", -0.5,
+            Side("<b>base</b>"), Side("c&d", "<i>x</i>"),
+        )
+    )  # fmt: skip
     assert "<script>alert" not in html
     assert "&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert "a&amp;b" in html
-
-
-def test_format_by_extension() -> None:
-    assert format_for(Path("x.html")) == "html"
-    assert format_for(Path("x.md")) == "markdown"
-    assert format_for(None) == "text"
-    assert format_for(Path("x.html"), "json") == "json"
+    assert "<code>&lt;b&gt;base&lt;/b&gt;</code>" in html
+    assert '<code>c&amp;d</code> <span class="muted">(&lt;i&gt;x&lt;/i&gt;)' in html
 
 
 def test_load_measurements_from_logs_tables_and_history(tmp_path: Path) -> None:

@@ -17,7 +17,6 @@ from ncclparse.health.cases import Case, Finding
 from ncclparse.health.check import CheckResult, error_result
 from ncclparse.health.compare import CompareRow, Comparison
 from ncclparse.health.outputs import (
-    comparison_format,
     error_html,
     render_comparison,
     to_json,
@@ -160,13 +159,21 @@ def test_comparison_renderings() -> None:
     found = Comparison((row,), ("x 8 B",), (), 0.05, "regression", -0.2)
     text = render_comparison(found, "text").splitlines()
     assert text[0] == (
-        "verdict: regression (threshold 5%, geometric mean change -20.0%)"
+        "verdict: regression (threshold 5%, geometric mean busbw change -20.0%)"
     )
-    assert (
-        text[1] == "all_reduce float32 sum  1 GiB  100 µs  125 µs  -20.0%  regression"
+    assert text[5].split() == [
+        "all_reduce", "float32", "sum", "1", "GiB", "-", "-", "-20.0", "100.00",
+        "125.00", "regression",
+    ]  # fmt: skip
+    assert text[-1] == "only in the baseline: x 8 B"
+    md = render_comparison(found, "md").splitlines()
+    assert md[-3] == (
+        "| all\\_reduce float32 sum | 1 GiB | - | - | -20.0 | 100.00 | 125.00 "
+        "| regression |"
     )
     assert json.loads(render_comparison(found, "json"))["verdict"] == "regression"
-    assert comparison_format(None, None) == "text"
+    with pytest.raises(ValueError, match="unknown format 'markdown'"):
+        render_comparison(found, "markdown")
 
 
 ERROR = error_result("history: cannot read history: <bad> & worse")

@@ -15,10 +15,12 @@ from ncclparse import parse
 from ncclparse.efficiency import analyze
 from ncclparse.report.plots import (
     OverlaySeries,
+    Panel,
     bandwidth_plot,
     efficiency_plot,
     gap_plot,
     overlay_plot,
+    small_multiples,
     time_plot,
 )
 
@@ -158,3 +160,39 @@ def test_charts_use_no_pyplot_and_cli_help_imports_no_matplotlib() -> None:
         "assert 'matplotlib.pyplot' not in sys.modules, 'plots imports pyplot'\n"
     )
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def _panels() -> list[Panel]:
+    return [
+        Panel(
+            "✓ a.log (run 0)", "all_reduce 2 ranks", "#run1-1", [8, 1024], [0.5, 4.2]
+        ),
+        Panel("<script>x</script> $y$", "all_reduce", "#run2-1", [8, 2048], [1, 9.0]),
+        Panel("c.log (run 1)", "all_reduce", "#run3-1", [0, 8], [0, float("nan")]),
+        Panel("d.log (run 0)", "all_reduce", "#run4-1", [16], [2.0]),
+    ]
+
+
+def test_small_multiples_link_each_panel_and_share_their_scales() -> None:
+    svg = small_multiples(_panels(), plot_id="sm1", title="every all_reduce")
+    assert svg == small_multiples(_panels(), plot_id="sm1", title="every all_reduce")
+    assert svg.startswith('<svg role="img" aria-label="every all_reduce" ')
+    # Links leave the chart: they are not rewritten like references to its ids.
+    assert re.findall(r'<a xlink:href="([^"]+)"', svg) == [
+        "#run1-1",
+        "#run2-1",
+        "#run3-1",
+        "#run4-1",
+    ]
+    assert "<script" not in svg
+    assert "&lt;script&gt;x&lt;/script&gt; $y$" in svg
+    text = _Svg(svg).text
+    # One busbw scale, 0 to 10 (the next round number above 9.0), on the first
+    # column only (rows of three panels); sizes 8 B to 2 KiB under each column's
+    # lowest panel (the second row's first panel, the first row's other two).
+    assert text.count("10") == 2
+    assert text.count("5") == 2
+    assert text.count("8 B") == 3
+    assert text.count("2 KiB") == 3
+    assert all(i.startswith("sm1-") for i in _Svg(svg).ids)
+    assert "\n" not in svg  # no indentation between elements

@@ -142,8 +142,16 @@ def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[DevTools]:
         os.close(from_chrome_r)
 
 
-def _open(browser: DevTools, page: Path, artifacts: Path) -> dict[str, Any]:
-    """Load ``page`` in a fresh tab; return what the page did and how it looks."""
+def open_page(
+    browser: DevTools,
+    page: Path,
+    artifacts: Path,
+    width: int = 1280,
+    media: Sequence[str] = ("screen", "print"),
+) -> dict[str, Any]:
+    """Load ``page`` in a fresh tab ``width`` CSS px wide; return what the page did
+    and how it looks: each chart's box, the page's scroll width, screenshots (the
+    first 12,000 px: a full multi-run page is too tall for one image)."""
     target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
     session = browser.send(
         "Target.attachToTarget", {"targetId": target, "flatten": True}
@@ -153,7 +161,12 @@ def _open(browser: DevTools, page: Path, artifacts: Path) -> dict[str, Any]:
         browser.send(f"{domain}.enable", session=session)
     browser.send(
         "Emulation.setDeviceMetricsOverride",
-        {"width": 1280, "height": 900, "deviceScaleFactor": 1, "mobile": False},
+        {
+            "width": width,
+            "height": 900,
+            "deviceScaleFactor": 1,
+            "mobile": width < 600,
+        },
         session=session,
     )
     browser.send("Page.navigate", {"url": page.as_uri()}, session=session)
@@ -163,10 +176,15 @@ def _open(browser: DevTools, page: Path, artifacts: Path) -> dict[str, Any]:
         {
             "expression": """JSON.stringify({
                 svgs: [...document.querySelectorAll('figure svg')].map(s => {
-                    const r = s.getBoundingClientRect(); return [r.width, r.height]; }),
+                    const r = s.getBoundingClientRect();
+                    return [r.width, r.height, r.left, r.right]; }),
                 scripts: document.scripts.length,
                 text: document.body.innerText,
                 width: document.documentElement.scrollWidth,
+                inner: window.innerWidth,
+                height: document.documentElement.scrollHeight,
+                hidden: [...document.querySelectorAll('.table-wrap')].map(
+                    w => w.scrollWidth - w.clientWidth),
             })""",
             "returnByValue": True,
         },
@@ -174,16 +192,24 @@ def _open(browser: DevTools, page: Path, artifacts: Path) -> dict[str, Any]:
     )
     facts: dict[str, Any] = json.loads(measured["result"]["value"])
     shots = {}
-    for media in ("screen", "print"):
-        browser.send("Emulation.setEmulatedMedia", {"media": media}, session=session)
+    for kind in media:
+        browser.send("Emulation.setEmulatedMedia", {"media": kind}, session=session)
+        clip = {
+            "x": 0,
+            "y": 0,
+            "width": width,
+            "height": min(facts["height"], 12_000),
+            "scale": 1,
+        }
         shot = browser.send(
             "Page.captureScreenshot",
-            {"format": "png", "captureBeyondViewport": True},
+            {"format": "png", "captureBeyondViewport": True, "clip": clip},
             session=session,
         )
-        path = artifacts / f"{page.stem}-{media}.png"
+        suffix = "" if width == 1280 else f"-{width}px"
+        path = artifacts / f"{page.stem}{suffix}-{kind}.png"
         path.write_bytes(base64.b64decode(shot["data"]))
-        shots[media] = path
+        shots[kind] = path
     browser.send("Target.closeTarget", {"targetId": target})
     facts["events"] = list(browser.events)
     facts["screenshots"] = shots
@@ -251,10 +277,10 @@ def test_report_renders_cleanly_offline(
     browser: DevTools, tmp_path: Path, name: str, logs: list[Path], charts: int
 ) -> None:
     page = _report(tmp_path, name, logs)
-    facts = _open(browser, page, tmp_path)
+    facts = open_page(browser, page, tmp_path)
     assert _problems(facts["events"], page) == []
     assert len(facts["svgs"]) == charts
-    for width, height in facts["svgs"]:
+    for width, height, _, _ in facts["svgs"]:
         assert width > 300
         assert height > 100
     assert facts["scripts"] == 0
@@ -268,8 +294,49 @@ def test_injected_host_name_stays_inert(browser: DevTools, tmp_path: Path) -> No
     text = (ROOT / "examples/all_reduce_16rank_2node_h100.log").read_text()
     log = text.replace("ztan-mig-gq73", INJECTED_HOST)
     page = _report(tmp_path, "injection", [(log, "<img src=x onerror=alert(2)>.log")])
-    facts = _open(browser, page, tmp_path)
+    facts = open_page(browser, page, tmp_path)
     assert _problems(facts["events"], page) == []
     assert facts["scripts"] == 0
     assert f"{INJECTED_HOST} (8 ranks)" in facts["text"]
-    assert "<img src=x onerror=alert(2)>.log (run 1)" in facts["text"]
+    assert "<img src=x onerror=alert(2)>.log (run 0)" in facts["text"]
+
+
+ONECCL = sorted((FIXTURES / "oneccl").glob("*.log"))
+
+
+@pytest.mark.parametrize("width", [1400, 390])
+@pytest.mark.parametrize(
+    ("name", "logs", "charts"),
+    [
+        ("example", [ROOT / "examples/all_reduce_16rank_2node_h100.log"], 4),
+        # 86 logs, 102 series: small multiples, one per collective, instead of
+        # 190 charts (see the overview test in tests/test_report_overview.py).
+        ("oneccl", ONECCL, 9),
+    ],
+)
+def test_report_fits_the_screen(
+    browser: DevTools,
+    tmp_path: Path,
+    name: str,
+    logs: list[Path],
+    charts: int,
+    width: int,
+) -> None:
+    """At a laptop's 1400 px and a phone's 390 px: no horizontal page scroll (wide
+    tables scroll in their own box), every chart whole inside the viewport, no
+    console error and no request."""
+    page = _report(tmp_path, name, logs)
+    facts = open_page(browser, page, tmp_path, width, media=("screen",))
+    assert _problems(facts["events"], page) == []
+    assert facts["scripts"] == 0
+    assert facts["inner"] == width
+    assert facts["width"] <= width
+    assert len(facts["svgs"]) == charts
+    for chart_width, height, left, right in facts["svgs"]:
+        assert left >= 0
+        assert right <= width
+        # Whole, not squashed to nothing: at least 300 px wide (the width of a phone
+        # less its margins); a one-row grid of small multiples is 1.4 in high.
+        assert chart_width >= min(300, width - 40)
+        assert height > 60
+    assert facts["screenshots"]["screen"].stat().st_size > 10_000

@@ -27,6 +27,7 @@ _COMMANDS = {
     "ingest": "ncclparse.cli.nightly",
     "compare": "ncclparse.cli.nightly",
     "history": "ncclparse.cli.history",
+    "trend": "ncclparse.cli.trend",
 }
 
 

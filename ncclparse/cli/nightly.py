@@ -25,7 +25,9 @@ from ncclparse.cli.options import (
     exit_on,
     hardware_options,
     history_option,
+    load_rules,
     parse_inputs,
+    parse_tags,
 )
 
 if TYPE_CHECKING:
@@ -39,28 +41,6 @@ EXIT_REGRESSION = 3  # compare --fail-on-regression: a size regressed
 
 class _OutputError(Exception):
     """An output of ``check`` could not be written (exit 4)."""
-
-
-def _load_rules(path: Path | None) -> Any:
-    """The rules of --rules; a bad file is a usage error (exit 2)."""
-    from ncclparse.health.rules import DEFAULT_RULES, RulesError, load_rules
-
-    try:
-        return DEFAULT_RULES if path is None else load_rules(path)
-    except RulesError as exc:
-        raise click.BadParameter(str(exc), param_hint="'--rules'") from exc
-
-
-def _tags_option(
-    ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
-) -> dict[str, str]:
-    tags = {}
-    for item in value:
-        key, sep, text = item.partition("=")
-        if not sep or not key.strip():
-            raise click.BadParameter(f"{item!r} is not key=value", ctx, param)
-        tags[key.strip()] = text.strip()
-    return tags
 
 
 def _pushgateway_option(
@@ -97,7 +77,7 @@ _TAG = click.option(
     "--tag",
     "tags",
     multiple=True,
-    callback=_tags_option,
+    callback=parse_tags,
     help="key=value (repeatable), e.g. cluster=a. check: history rows must have them.",
 )
 
@@ -209,7 +189,7 @@ def check(
     try:
         outcome, files = _judge(
             inputs,
-            _load_rules(rules),
+            load_rules(rules),
             _History(history_dir, tags, first_night, expect_history),
             outputs,
             (quiet, filters),
@@ -545,6 +525,24 @@ def ingest(
     exit_on(failures)
 
 
+if TYPE_CHECKING:
+    _Choice = click.Choice[str]
+else:  # click < 8.2 has no generic Choice
+    _Choice = click.Choice
+
+
+class _CompareFormat(_Choice):
+    """text, json, md or html; ``markdown``, the old spelling of md, still read."""
+
+    def convert(
+        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
+    ) -> Any:
+        return super().convert("md" if value == "markdown" else value, param, ctx)
+
+
+_COMPARE_SUFFIXES = {".json": "json", ".md": "md", ".html": "html", ".htm": "html"}
+
+
 @click.command()
 @click.argument("baseline")
 @click.argument("candidate")
@@ -552,8 +550,20 @@ def ingest(
 @click.option(
     "--format",
     "fmt",
-    type=click.Choice(["text", "json", "markdown", "html"]),
-    help="Default: by the extension of --output, else text.",
+    type=_CompareFormat(["text", "json", "md", "html"]),
+    help="text: headed columns for a terminal; json; md: a Markdown table; html: a "
+    "self-contained page with a chart. Default: by the extension of --output (.json, "
+    ".md, .html), else text.",
+)
+@click.option(
+    "--baseline-name",
+    metavar="TEXT",
+    help="What to call the baseline. Default: BASELINE as given.",
+)
+@click.option(
+    "--candidate-name",
+    metavar="TEXT",
+    help="What to call the candidate. Default: CANDIDATE as given.",
 )
 @click.option(
     "--threshold",
@@ -572,28 +582,32 @@ def compare(
     candidate: str,
     output: Path | None,
     fmt: str | None,
+    baseline_name: str | None,
+    candidate_name: str | None,
     threshold: float,
     fail_on_regression: bool,
 ) -> None:
     """Compare BASELINE with CANDIDATE size by size and give a verdict.
 
     Each is a log file or directory of logs, a Parquet/Arrow measurements table, or a
-    history directory.
+    history directory (all of it: every night, every tag). The output names both
+    sides and what was read of each; per size it gives each side's median bus
+    bandwidth (GB/s) and time (µs) and the bus bandwidth change (%).
     """
     from ncclparse.health.compare import compare as run_compare
-    from ncclparse.health.outputs import comparison_format, render_comparison
     from ncclparse.inputs import load_measurements
-    from ncclparse.report.render import render_comparison_html
     from ncclparse.storage import atomic_output
 
+    base_table = load_measurements(baseline)
+    cand_table = load_measurements(candidate)
     found = run_compare(
-        load_measurements(baseline), load_measurements(candidate), threshold=threshold
+        base_table,
+        cand_table,
+        threshold=threshold,
+        baseline_side=_compare_side(baseline, baseline_name, base_table),
+        candidate_side=_compare_side(candidate, candidate_name, cand_table),
     )
-    chosen = comparison_format(output, fmt)
-    if chosen == "html":
-        text = render_comparison_html(found)
-    else:
-        text = render_comparison(found, chosen)
+    text = _render_comparison(found, _compare_format(output, fmt))
     if output is None:
         click.echo(text, nl=False)
     else:
@@ -601,3 +615,64 @@ def compare(
             handle.write(text)
     if fail_on_regression and found.verdict == "regression":
         sys.exit(EXIT_REGRESSION)
+
+
+def _compare_format(output: Path | None, fmt: str | None) -> str:
+    """--format, else by the extension of --output, else text."""
+    if fmt is not None:
+        return fmt
+    suffix = output.suffix.lower() if output is not None else ""
+    return _COMPARE_SUFFIXES.get(suffix, "text")
+
+
+def _render_comparison(found: Any, fmt: str) -> str:
+    if fmt == "html":
+        from ncclparse.report.render import render_comparison_html
+
+        return render_comparison_html(found)
+    from ncclparse.health.outputs import render_comparison
+
+    return render_comparison(found, fmt)
+
+
+def _compare_side(path: str, name: str | None, table: Any) -> Any:
+    """One side of ``compare``: its name (``name``, else the path as given) and what
+    was read of it; for a history, which nights."""
+    from ncclparse.health.compare import Side, describe
+
+    shown = name if name is not None else path
+    about = describe(table, shown)
+    nights = _history_nights(path)
+    if nights is not None:
+        if not nights:
+            span = "every night"
+        elif len(nights) == 1:
+            span = f"1 night, {nights[0]}"
+        else:
+            span = f"{len(nights)} nights, {nights[0]} to {nights[-1]}"
+        about = f"history, all of it: {span}, every tag; {about}"
+    return Side(shown, about)
+
+
+def _history_nights(path: str) -> list[str] | None:
+    """The dates of a history's partitions, sorted (empty when they cannot be
+    listed cheaply: an object store); None when ``path`` is not a history (as
+    :func:`ncclparse.inputs.load_measurements` tells)."""
+    from ncclparse.locations import is_uri
+
+    if is_uri(path):
+        from ncclparse.locations import location
+
+        try:
+            listed = location(path).listing()
+        except Exception:  # load_measurements read it: a listing error is unlikely
+            return None
+        names = [i.base_name for i in listed if i.base_name.startswith("date=")]
+    else:
+        where = Path(path)
+        if not where.is_dir() or where.suffix.lower() in (".parquet", ".pq"):
+            return None
+        names = [p.name for p in where.glob("date=*")]
+    if not names:
+        return None
+    return sorted(n.removeprefix("date=") for n in names)

@@ -22,6 +22,7 @@ from ncclparse.errors import InputError
 if TYPE_CHECKING:
     from ncclparse.api import ParseResult
     from ncclparse.inputs import Filters
+    from ncclparse.parsers import Source
 
 EXIT_BAD_INPUT = 1  # an input could not be read or recognised (others still written)
 # check, ingest, history: the machine failed, not the fabric: an output that cannot
@@ -56,9 +57,10 @@ def parse_inputs(
 
     What directory walks skipped is echoed as notes, and kept in ``notes`` if given
     (``ncclparse.inputs.Note``). ``filters`` (from :func:`input_filters`) select
-    the files of directory walks.
+    the files of directory walks. While parsing, a progress line is drawn on stderr
+    when it is a terminal and not ``quiet`` (:mod:`ncclparse.progress`), and wiped
+    before anything else is written.
     """
-    from ncclparse.api import parse_many
     from ncclparse.inputs import Note, expand
 
     found: list[Note] = []
@@ -68,9 +70,8 @@ def parse_inputs(
     if notes is not None:
         notes.extend(found)
     missing = [e for e in expanded if isinstance(e, InputError)]
-    result = parse_many(
-        (e for e in expanded if not isinstance(e, InputError)), on_batch=on_batch
-    )
+    sources = [e for e in expanded if not isinstance(e, InputError)]
+    result = _parse_showing_progress(sources, quiet, on_batch)
     if not quiet:
         for line in summary_lines(result):
             click.echo(line, err=True)
@@ -78,6 +79,30 @@ def parse_inputs(
     for failure in failures:
         click.echo(f"Error: {failure}", err=True)
     return result, failures
+
+
+def _parse_showing_progress(
+    sources: list[tuple[Source, str]], quiet: bool, on_batch: Any
+) -> ParseResult:
+    """:func:`ncclparse.parse_many` of ``sources``, with a progress line if wanted."""
+    from ncclparse import progress
+    from ncclparse.api import parse_many
+
+    stream = sys.stderr
+    if not progress.enabled(quiet, stream):
+        return parse_many(sources, on_batch=on_batch)
+    line = progress.Progress(len(sources), stream)
+    batches = on_batch
+    if on_batch is not None and _stdout_is_terminal():
+        # Rows for the terminal (parse's CSV): wipe the line before they are written.
+        def batches(batch: Any) -> None:
+            line.close()
+            on_batch(batch)
+
+    try:
+        return parse_many(progress.tracked(sources, line), on_batch=batches)
+    finally:
+        line.close()
 
 
 def parse_points(
@@ -295,3 +320,28 @@ def write_text(text: str, output: Path | None, *, default: Path) -> None:
         handle.write(text)
     if output is None:
         click.echo(path)
+
+
+def parse_tags(
+    ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
+) -> dict[str, str]:
+    """``--tag key=value`` items as a dict (``check``, ``ingest``, ``trend``)."""
+    tags = {}
+    for item in value:
+        key, sep, text = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{item!r} is not key=value", ctx, param)
+        tags[key.strip()] = text.strip()
+    return tags
+
+
+def load_rules(path: Path | None) -> Any:
+    """The rules of ``--rules`` (default: the built-in ones); a bad file is a usage
+    error (exit 2)."""
+    from ncclparse.health.rules import DEFAULT_RULES, RulesError
+    from ncclparse.health.rules import load_rules as read
+
+    try:
+        return DEFAULT_RULES if path is None else read(path)
+    except RulesError as exc:
+        raise click.BadParameter(str(exc), param_hint="'--rules'") from exc

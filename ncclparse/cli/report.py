@@ -46,6 +46,12 @@ if TYPE_CHECKING:
     type=click.Path(exists=True, file_okay=False, path_type=Path),
     help="Use templates from this directory first (report.html, summary.md, ...).",
 )
+@click.option(
+    "--title",
+    metavar="TEXT",
+    help="Title of the page (default: the input, or how many) and the name of "
+    "standard input in it (default: 'standard input').",
+)
 @FILTERS
 @QUIET
 @hardware_options
@@ -54,6 +60,7 @@ def report(
     output: Path | None,
     fmt: Literal["html", "md"],
     template_dir: Path | None,
+    title: str | None,
     quiet: bool,
     hardware: HardwareOptions,
     filters: Filters,
@@ -72,6 +79,7 @@ def report(
         hardware=hardware,
         command_line=command_line(),
         failures=failures,
+        title=title,
     )
     text = render_report(context, format=fmt, template_dir=template_dir)
     write_text(text, output, default=Path(f"ncclparse-report.{fmt}"))

@@ -13,6 +13,7 @@ is in :mod:`~ncclparse.efficiency.bandwidth`, the ideal in
 
 from __future__ import annotations
 
+import html
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -78,6 +79,30 @@ class Analysis:
     fits: pa.Table
     assumptions: tuple[str, ...]
     profiles: tuple[HardwareProfile, ...] = ()
+
+    def __repr__(self) -> str:
+        """One line: ``<Analysis: 62 rows, 2 fits, profile h100, 1 assumption>``
+        (the tables themselves are attributes)."""
+        return f"<Analysis: {self._summary()}>"
+
+    def _repr_html_(self) -> str:
+        """The summary and the assumptions, escaped: for notebooks."""
+        said = "".join(f"<li>{html.escape(a)}</li>" for a in self.assumptions)
+        return (
+            f"<div><p>Analysis: {html.escape(self._summary())}</p>"
+            + (f"<p>Assumptions:</p><ul>{said}</ul>" if said else "")
+            + "</div>"
+        )
+
+    def _summary(self) -> str:
+        def count(n: int, noun: str) -> str:
+            return f"{n} {noun}{'s' * (n != 1)}"
+
+        parts = [count(self.rows.num_rows, "row"), count(self.fits.num_rows, "fit")]
+        names = ", ".join(p.name for p in self.profiles)
+        parts.append(f"profile{'s' * (len(self.profiles) > 1)} {names or 'none'}")
+        parts.append(count(len(self.assumptions), "assumption"))
+        return ", ".join(parts)
 
 
 def analyze(

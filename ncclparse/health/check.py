@@ -479,11 +479,7 @@ def _history_case(
             continue
         checked += 1
         if row["regime"] == "bandwidth-bound" and np.isfinite(busbw_gbps):
-            allowed = max(
-                policy.mad_k * 1.4826 * b["busbw_mad"],
-                policy.min_drop * b["busbw_median"],
-            )
-            limit = b["busbw_median"] - allowed
+            limit = policy.busbw_floor(b["busbw_median"], b["busbw_mad"])
             if busbw_gbps < limit:
                 findings.append(
                     Finding(
@@ -495,11 +491,7 @@ def _history_case(
                     )
                 )
         else:
-            allowed = max(
-                policy.mad_k * 1.4826 * b["time_mad"],
-                policy.min_rise * b["time_median"],
-            )
-            limit = b["time_median"] + allowed
+            limit = policy.time_ceiling(b["time_median"], b["time_mad"])
             if time_us > limit:
                 findings.append(
                     Finding(

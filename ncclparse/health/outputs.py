@@ -26,14 +26,12 @@ import pandas as pd
 import ncclparse
 from ncclparse.columns import key_text
 from ncclparse.formatting import (
-    format_bytes,
-    format_time_us,
     markdown_escape,
     series_label,
 )
 from ncclparse.health.cases import ERROR_RULE, Case
 from ncclparse.health.check import CheckResult
-from ncclparse.health.compare import Comparison
+from ncclparse.health.compare import Comparison, comparison_markdown, comparison_text
 from ncclparse.schema import SERIES_KEYS
 from ncclparse.storage import atomic_output
 
@@ -44,7 +42,6 @@ __all__ = [
     "COMPARE_FORMATS",
     "JSON_SCHEMA",
     "JSON_VERSION",
-    "comparison_format",
     "error_html",
     "push_metrics",
     "render_comparison",
@@ -65,7 +62,7 @@ __all__ = [
 JSON_VERSION = 1
 # The JSON Schema of that document, shipped in the package (docs/check-json.md).
 JSON_SCHEMA = Path(__file__).with_name("check.schema.json")
-COMPARE_FORMATS = ("text", "json", "markdown", "html")
+COMPARE_FORMATS = ("text", "json", "md", "html")
 # XML 1.0 forbids most control characters, which logs do contain; ElementTree would
 # write them and the file would not parse.
 _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -721,18 +718,8 @@ def _cell(text: Any) -> str:
     return markdown_escape(text)
 
 
-def comparison_format(path: Path | None, explicit: str | None = None) -> str:
-    """The rendering: ``explicit``, else by extension (.json, .md, .html), else text."""
-    if explicit is not None:
-        return explicit
-    suffix = path.suffix.lower() if path is not None else ""
-    return {".json": "json", ".md": "markdown", ".html": "html", ".htm": "html"}.get(
-        suffix, "text"
-    )
-
-
 def render_comparison(comparison: Comparison, fmt: str) -> str:
-    """Render a comparison as ``text``, ``json`` or ``markdown`` (``html`` is
+    """Render a comparison as ``text``, ``json`` or ``md`` (``html`` is
     :func:`ncclparse.report.render.render_comparison_html`)."""
     if fmt == "json":
         document = {
@@ -741,41 +728,11 @@ def render_comparison(comparison: Comparison, fmt: str) -> str:
             **asdict(comparison),
         }
         return json.dumps(_finite(document), indent=2, allow_nan=False) + "\n"
-    if fmt not in ("text", "markdown"):
-        raise ValueError(
-            f"unknown format {fmt!r} (one of {', '.join(COMPARE_FORMATS)})"
-        )
-    md = fmt == "markdown"
-    head = f"verdict: {comparison.verdict} (threshold {comparison.threshold:.0%}"
-    if comparison.geomean_change is not None:
-        head += f", geometric mean change {comparison.geomean_change:+.1%}"
-    lines = [f"## {head})" if md else head + ")"]
-    if md:
-        lines += [
-            "",
-            "| series | size | baseline | candidate | busbw change | verdict |",
-        ]
-        lines.append("| --- | --- | --- | --- | --- | --- |")
-    for r in comparison.rows:
-        cells = (
-            r.series,
-            format_bytes(r.size_bytes),
-            format_time_us(r.baseline_time_us),
-            format_time_us(r.candidate_time_us),
-            f"{r.change:+.1%}",
-            r.verdict,
-        )
-        if md:
-            lines.append(f"| {' | '.join(_cell(c) for c in cells)} |")
-        else:
-            lines.append("  ".join(cells))
-    for title, items in (
-        ("only in baseline", comparison.only_baseline),
-        ("only in candidate", comparison.only_candidate),
-    ):
-        if items:
-            lines += ["", f"{title}: {', '.join(items)}"]
-    return "\n".join(lines) + "\n"
+    if fmt == "text":
+        return comparison_text(comparison)
+    if fmt == "md":
+        return comparison_markdown(comparison)
+    raise ValueError(f"unknown format {fmt!r} (one of {', '.join(COMPARE_FORMATS)})")
 
 
 def _finite(value: object) -> object:

@@ -120,6 +120,20 @@ class HistoryPolicy:
     min_drop: float = 0.05
     min_rise: float = 0.10
 
+    def busbw_floor(self, median: float, mad: float) -> float:
+        """The lowest busbw that is not a regression from a baseline of this
+        ``median`` and raw ``mad``."""
+        return median - max(self.mad_k * _SCALE * mad, self.min_drop * median)
+
+    def time_ceiling(self, median: float, mad: float) -> float:
+        """The highest time that is not a regression from a baseline of this
+        ``median`` and raw ``mad``."""
+        return median + max(self.mad_k * _SCALE * mad, self.min_rise * median)
+
+
+# A raw MAD times this estimates the standard deviation of normal data.
+_SCALE = 1.4826
+
 
 @dataclass(frozen=True, slots=True)
 class BlamePolicy:

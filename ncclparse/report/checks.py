@@ -162,5 +162,5 @@ def _slow_host(host: HostScore, runs: Mapping[tuple[str, int], RunLink]) -> Slow
 
 
 def _unlisted(source: str, run: int) -> RunLink:
-    label = f"{source} (run {run + 1})"
+    label = f"{source} (run {run})"
     return RunLink("", label, label)

@@ -9,6 +9,7 @@ here.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
@@ -24,9 +25,16 @@ from ncclparse.api import ParseResult
 from ncclparse.columns import frame, rows_by_run, run_rows
 from ncclparse.efficiency import Analysis, analyze
 from ncclparse.efficiency.hardware import HardwareOptions
-from ncclparse.formatting import series_label
+from ncclparse.formatting import format_bytes, series_label
 from ncclparse.health.rules import DEFAULT_RULES, VerdictPolicy
-from ncclparse.health.verdict import Finding, Level, Verdict, judge_run
+from ncclparse.health.verdict import (
+    Finding,
+    Level,
+    Verdict,
+    blocks_of,
+    judge_run,
+    judged_rows,
+)
 from ncclparse.report import plots
 from ncclparse.report.checks import CheckSummary, RunLink, check_summary
 from ncclparse.report.facts import (
@@ -37,14 +45,17 @@ from ncclparse.report.facts import (
     run_messages,
     run_metadata,
 )
+from ncclparse.report.heatmap import pairwise_heatmap
 from ncclparse.report.page import (
     Block,
     Chart,
     ComparisonRow,
+    OverviewRow,
     ReportContext,
     RunReport,
     SizeRow,
 )
+from ncclparse.report.tables import size_table
 from ncclparse.schema import BLOCK_KEYS, MEASUREMENTS_SCHEMA, SCHEMA_VERSION
 
 if TYPE_CHECKING:
@@ -67,6 +78,13 @@ __all__ = [
 ]
 
 _OVERLAY_LIMIT = 10  # more lines than this are a tangle; the table lists all
+# Beyond this many blocks, each block's own four charts make a page of megabytes that
+# takes a minute to draw: the overview's small multiples replace them.
+CHARTED_BLOCKS = 12
+# Beyond this many runs, only the most telling ones get a section (see _detailed):
+# a directory of 82 oneCCL logs (94 runs) keeps every one within 1 MB.
+DETAILED_RUNS = 100
+STDIN_NAME = "standard input"
 
 
 def build_context(
@@ -78,6 +96,7 @@ def build_context(
     failures: Sequence[Exception] | None = None,
     policy: VerdictPolicy | None = None,
     check: CheckResult | None = None,
+    title: str | None = None,
 ) -> ReportContext:
     """Build the report context; runs :func:`~ncclparse.efficiency.analyze` with
     ``hardware`` unless given its ``analysis``. ``failures`` are the inputs that could
@@ -85,7 +104,11 @@ def build_context(
     judged by :func:`ncclparse.health.verdict.judge_run` with ``policy`` (default: the
     default rules' thresholds). ``check`` (from
     :func:`ncclparse.health.check.check` on the same result) adds the Checks section;
-    without it the page is unchanged.
+    without it the page is unchanged. ``title`` names the page (default: the input, or
+    how many) and standard input (default: "standard input"). Runs are named by the
+    schema's 0-based ``run``: "a.log (run 0)". With more than one run an overview
+    comes first; with more than :data:`CHARTED_BLOCKS` blocks (even in one run) it
+    has small multiples, which replace each block's charts.
     Raises ProfileError as ``analyze`` does.
     """
     from ncclparse import __version__
@@ -96,36 +119,143 @@ def build_context(
     rows = frame(analysis.rows)
     fits = frame(analysis.fits)
     row_groups, fit_groups = rows_by_run(rows), rows_by_run(fits)
+    listed = result.runs.to_pylist()
+    mine = [run_rows(row_groups, rows, r["source"], r["run"]) for r in listed]
+    charted = sum(_block_count(m) for m in mine) <= CHARTED_BLOCKS
     runs = [
         _run_report(
             index,
             run,
-            run_rows(row_groups, rows, run["source"], run["run"]),
+            mine[index],
             run_rows(fit_groups, fits, run["source"], run["run"]),
             policy,
+            charted=charted,
+            stdin=title or STDIN_NAME,
         )
-        for index, run in enumerate(result.runs.to_pylist())
+        for index, run in enumerate(listed)
+    ]
+    shown = _detailed(runs, check)
+    runs = [
+        r if (r.source, r.run) in shown else dataclasses.replace(r, detailed=False)
+        for r in runs
     ]
     comparison = tuple(ComparisonRow(r, b) for r in runs for b in r.blocks)
     failures = result.failures if failures is None else failures
-    errors = tuple(failure_message(exc) for exc in failures)
-    sources = [*result.accounting, *(m.source for m in errors)]
-    title = sources[0] if len(sources) == 1 else f"{len(sources)} inputs"
-    links = {(r.source, r.run): RunLink(r.anchor, r.short_label, r.label) for r in runs}
+    errors = tuple(
+        dataclasses.replace(m, source=_named(m.source, title or STDIN_NAME))
+        for m in (failure_message(exc) for exc in failures)
+    )
+    sources = [
+        *(_named(s, title or STDIN_NAME) for s in result.accounting),
+        *(m.source for m in errors),
+    ]
+    inputs = sources[0] if len(sources) == 1 else f"{len(sources)} inputs"
+    links = {
+        (r.source, r.run): RunLink(
+            r.anchor if r.detailed else "", r.short_label, r.label
+        )
+        for r in runs
+    }
+    # One run of many series gets the overview too: its small multiples are the
+    # only charts such a page has.
+    overview = (
+        tuple(_overview_row(r, b) for r in runs for b in r.blocks)
+        if len(runs) > 1 or not charted
+        else ()
+    )
     return ReportContext(
-        title=f"ncclparse report: {title}",
+        title=title or f"ncclparse report: {inputs}",
         runs=tuple(runs),
         failures=errors,
         assumptions=analysis.assumptions,
-        overlay=_overlay(comparison) if len(comparison) > 1 else None,
-        comparison=comparison if len(comparison) > 1 else (),
+        overlay=_overlay(comparison) if len(comparison) > 1 and charted else None,
+        comparison=comparison if len(comparison) > 1 and charted else (),
         profiles=tuple(ProfileInfo(p.summary(), p.sources) for p in analysis.profiles),
         ncclparse_version=__version__,
         schema_version=SCHEMA_VERSION,
         command_line=command_line,
         policy=policy,
         checks=None if check is None else check_summary(check, links),
+        overview=overview,
+        small_multiples=() if charted else _small_multiples(overview),
+        charts_per_block=charted,
+        pairs=_pairs(result, check),
+        details_left_out=len(runs) - len(shown),
     )
+
+
+def _detailed(
+    runs: Sequence[RunReport], check: CheckResult | None
+) -> set[tuple[str, int]]:
+    """The runs that get a section of their own: all of them up to
+    :data:`DETAILED_RUNS`; beyond, that many of the most telling ones: those a
+    failed check case or a slow host's evidence names, then by verdict (FAIL,
+    CHECK, NOTE, OK), each in input order. A page of every run of a nightly
+    directory (1,000 logs) was 27 MB, of which the runs' sections 23.5 MB."""
+    if len(runs) <= DETAILED_RUNS:
+        return {(r.source, r.run) for r in runs}
+    named: dict[tuple[str, int], None] = {}
+    if check is not None:
+        named |= dict.fromkeys(
+            (c.source, c.run)
+            for c in check.failures
+            if c.source is not None and c.run is not None
+        )
+        named |= dict.fromkeys(
+            (e.source, e.run) for h in check.hosts if h.slow for e in h.evidence
+        )
+    rank = {"bad": 0, "warn": 1, "info": 2, "ok": 3}
+    ordered = sorted(
+        range(len(runs)),
+        key=lambda i: (
+            (runs[i].source, runs[i].run) not in named,
+            rank[runs[i].verdict.level],
+            i,
+        ),
+    )
+    return {(runs[i].source, runs[i].run) for i in ordered[:DETAILED_RUNS]}
+
+
+def _pairs(result: ParseResult, check: CheckResult | None) -> Chart | None:
+    """The host x host heatmap of a pairwise sweep, the check's slow hosts (or the
+    default blame policy's) outlined; None for any other set of runs."""
+    found = pairwise_heatmap(result, ranked=None if check is None else check.hosts)
+    if found is None:
+        return None
+    matrix, svg = found
+    sizes = ", ".join(format_bytes(s) for s in matrix.sizes)
+    measured = int((matrix.runs > 0).sum()) // 2
+    possible = len(matrix.hosts) * (len(matrix.hosts) - 1) // 2
+    caption = (
+        f"{matrix.label}: each cell is the median busbw of the two hosts' runs at the "
+        f"largest sizes ({sizes}), both placements; {measured} of {possible} pairs "
+        "measured (blank: not measured). A host named slow has its row and column "
+        "outlined."
+    )
+    return Chart("Pairs of hosts", caption, Markup(svg))
+
+
+def _overview_row(run: RunReport, block: Block) -> OverviewRow:
+    """The block's own verdict: judge_run prefixes a block's findings with its series
+    name when the run has several blocks; findings without a prefix (status, data)
+    are the whole run's."""
+    prefix = f"{block.title}: "
+    others = tuple(f"{b.title}: " for b in run.blocks if b is not block)
+    for finding in run.verdict.findings:  # worst first
+        if finding.text.startswith(prefix):
+            return OverviewRow(run, block, finding, finding.text[len(prefix) :])
+        if len(run.blocks) == 1 or not finding.text.startswith(others):
+            return OverviewRow(run, block, finding, finding.text)
+    return OverviewRow(run, block, Finding("info", "no finding"), "no finding")
+
+
+def _named(source: str, stdin: str) -> str:
+    """A source as people read it: "-" is standard input (or the given title)."""
+    return stdin if source == "-" else source
+
+
+def _block_count(rows: pd.DataFrame) -> int:
+    return len(blocks_of(rows)) if len(rows) else 0
 
 
 def _run_report(
@@ -134,23 +264,32 @@ def _run_report(
     mine: pd.DataFrame,
     my_fits: pd.DataFrame,
     policy: VerdictPolicy,
+    *,
+    charted: bool,
+    stdin: str,
 ) -> RunReport:
-    """The report of one run (a ``runs`` row) from its analysed rows and fits."""
+    """The report of one run (a ``runs`` row) from its analysed rows and fits; its
+    blocks get their charts when ``charted``; source "-" is named ``stdin``."""
+    # The anchor counts the report's runs (unique across sources); the text names the
+    # run by the schema's own 0-based number.
     anchor = f"run{index + 1}"
     blocks = []
-    groups = mine.groupby(list(BLOCK_KEYS), dropna=False, sort=True)
+    groups = blocks_of(mine) if len(mine) else []
     for number, (key, group) in enumerate(groups, start=1):
         block_fits = my_fits
         for column, value in zip(BLOCK_KEYS, key, strict=True):
             block_fits = block_fits[_same(block_fits[column], value)]
-        blocks.append(_block(f"{anchor}-{number}", key, group, block_fits))
+        blocks.append(
+            _block(f"{anchor}-{number}", key, group, block_fits, charted=charted)
+        )
     devices = Counter(d for d in run["devices"] if d)
     device = next(iter(devices)) if len(devices) == 1 else None
-    verdict = judge_run(run, mine, policy, my_fits)
+    verdict = judge_run(run, mine, policy, my_fits, groups)
+    source = _named(run["source"], stdin)
     return RunReport(
         anchor=anchor,
-        label=f"{run['source']} (run {run['run'] + 1})",
-        short_label=f"{PurePath(run['source']).name} (run {run['run'] + 1})",
+        label=f"{source} (run {run['run']})",
+        short_label=f"{PurePath(source).name or source} (run {run['run']})",
         source=run["source"],
         run=run["run"],
         tool=run["tool"],
@@ -162,7 +301,7 @@ def _run_report(
         verdict=verdict,
         blocks=tuple(blocks),
         metadata=run_metadata(run) + per_iteration_facts(_iterations(mine)),
-        messages=run_messages(run),
+        messages=run_messages({**run, "source": source}),
     )
 
 
@@ -214,7 +353,12 @@ _ITER_SCHEMA = pa.schema(
 
 
 def _block(
-    anchor: str, key: tuple[Any, ...], rows: pd.DataFrame, fits: pd.DataFrame
+    anchor: str,
+    key: tuple[Any, ...],
+    rows: pd.DataFrame,
+    fits: pd.DataFrame,
+    *,
+    charted: bool = True,
 ) -> Block:
     values = {k: _value(v) for k, v in zip(BLOCK_KEYS, key, strict=True)}
     collective = values["collective"]
@@ -223,14 +367,16 @@ def _block(
     rows = rows.sort_values(["size_bytes", "placement"], ascending=[True, False])
     # Every other size is shaded in the table, so both placements of a size pair up.
     stripes = {s: i % 2 == 1 for i, s in enumerate(sorted(set(rows["size_bytes"])))}
+    # Only the columns a SizeRow reads: the per-iteration lists make to_dict slow.
     size_rows = tuple(
-        _size_row(r, stripes[r["size_bytes"]]) for r in rows.to_dict("records")
+        _size_row(r, stripes[r["size_bytes"]])
+        for r in rows[[c for c in _SIZE_COLUMNS if c in rows]].to_dict("records")
     )
     largest = _largest(size_rows)
     chosen = fits[fits["placement"] == (largest.placement if largest else "")]
     fit = chosen.to_dict("records")[0] if not chosen.empty else {}
     crossover = _number(fit.get("crossover_bytes"))
-    charts = _charts(anchor, rows, fits, _regime_boundary(rows))
+    charts = _charts(anchor, rows, fits, _regime_boundary(rows)) if charted else ()
     with_busbw = [r for r in size_rows if r.busbw_calc_gbps is not None]
     peak = max(with_busbw, key=lambda r: r.busbw_calc_gbps or 0.0, default=None)
     bound = [r for r in size_rows if r.regime == "bandwidth-bound" and r.efficiency]
@@ -239,6 +385,9 @@ def _block(
         for text in rows["efficiency_note"].dropna()
         for note in str(text).split("; ")
     )
+    table = size_table(size_rows)
+    plateau = judged_rows(rows)
+    plateau = plateau[plateau["plateau"].eq(True)]
     return Block(
         anchor=anchor,
         title=series_label(values),
@@ -255,7 +404,19 @@ def _block(
         charts=charts,
         worst=tuple(sorted(bound, key=lambda r: r.efficiency or 0.0)[:3]),
         notes=tuple(sorted(notes)),
+        columns=table.columns,
+        detail_columns=table.detail_columns,
+        shown=table.shown,
+        collapsed=table.collapsed,
+        collapsed_text=table.collapsed_text,
+        plateau_busbw_gbps=_median(plateau["busbw_calc_gbps"]),
+        plateau_efficiency=_median(plateau["efficiency"]),
     )
+
+
+def _median(column: pd.Series) -> float | None:
+    values = column.dropna()
+    return None if values.empty else float(values.median())
 
 
 def _regime_boundary(rows: pd.DataFrame) -> float | None:
@@ -330,6 +491,48 @@ def _charts(
     return tuple(charts)
 
 
+def _small_multiples(overview: Sequence[OverviewRow]) -> tuple[Chart, ...]:
+    """One grid per collective: each block's busbw in the placement its verdict
+    judges, titled by verdict and run, linking to the block's section."""
+    by_collective: dict[str, list[plots.Panel]] = {}
+    for item in overview:
+        if not item.run.detailed:
+            continue  # a panel links to its section
+        block = item.block
+        placement = block.largest.placement if block.largest else ""
+        rows = [r for r in block.rows if r.placement == placement]
+        by_collective.setdefault(block.collective, []).append(
+            plots.Panel(
+                title=f"{item.finding.symbol} {item.run.short_label}",
+                subtitle=block.title,
+                link=f"#{block.anchor}",
+                size_bytes=[r.size_bytes for r in rows],
+                busbw_gbps=[
+                    math.nan if r.busbw_calc_gbps is None else r.busbw_calc_gbps
+                    for r in rows
+                ],
+            )
+        )
+    charts = []
+    for number, (collective, panels) in enumerate(sorted(by_collective.items())):
+        charts.append(
+            Chart(
+                f"{collective}: {len(panels)} series",
+                "Recomputed bus bandwidth against message size, one panel per run "
+                "and series on shared axes, in the order of the overview; each "
+                "title links to its details.",
+                Markup(
+                    plots.small_multiples(
+                        panels,
+                        plot_id=f"sm{number + 1}",
+                        title=f"Bus bandwidth of every {collective} series",
+                    )
+                ),
+            )
+        )
+    return tuple(charts)
+
+
 def _overlay(comparison: tuple[ComparisonRow, ...]) -> Chart:
     series = []
     for item in comparison[:_OVERLAY_LIMIT]:
@@ -362,6 +565,15 @@ def _overlay(comparison: tuple[ComparisonRow, ...]) -> Chart:
     )
 
 
+_SIZE_COLUMNS = (
+    "size_bytes", "placement", "line", "time_us", "algbw_gbps", "algbw_calc_gbps",
+    "busbw_gbps", "busbw_calc_gbps", "ideal_busbw_gbps", "efficiency", "regime",
+    "gap_hw_latency_us", "gap_latency_us", "gap_staging_us", "gap_bandwidth_us",
+    "gap_residual_us", "wrong", "wrong_kind", "busbw_mismatch", "efficiency_note",
+    "time_min_us", "time_max_us", "time_p99_us", "stddev_pct",
+)  # fmt: skip
+
+
 def _size_row(row: Mapping[Hashable, Any], stripe: bool) -> SizeRow:
     gaps = {
         "hardware latency": _number(row["gap_hw_latency_us"]),
@@ -371,12 +583,30 @@ def _size_row(row: Mapping[Hashable, Any], stripe: bool) -> SizeRow:
         "unexplained": _number(row["gap_residual_us"]),
     }
     known = {k: v for k, v in gaps.items() if v is not None}
+    time = _number(row["time_us"])
+    stdev = _number(row.get("stddev_pct"))
+    printed_busbw = _number(row["busbw_gbps"])
+    printed_algbw = _number(row.get("algbw_gbps"))
+
+    def share(gap: float | None) -> float | None:
+        # A gap reads as a share of the measured time: "12 %" says more than "0.02 ns".
+        return None if gap is None or not time else gap / time
+
     return SizeRow(
         size_bytes=int(row["size_bytes"]),
         placement=str(row["placement"]),
         line=int(row["line"]),
-        time_us=_number(row["time_us"]),
-        busbw_gbps=_number(row["busbw_gbps"]),
+        time_us=time,
+        algbw_gbps=(
+            printed_algbw
+            if printed_algbw is not None
+            else _number(row.get("algbw_calc_gbps"))
+        ),
+        busbw_gbps=(
+            printed_busbw
+            if printed_busbw is not None
+            else _number(row["busbw_calc_gbps"])
+        ),
         busbw_calc_gbps=_number(row["busbw_calc_gbps"]),
         ideal_busbw_gbps=_number(row["ideal_busbw_gbps"]),
         efficiency=_number(row["efficiency"]),
@@ -392,6 +622,16 @@ def _size_row(row: Mapping[Hashable, Any], stripe: bool) -> SizeRow:
         main_gap=max(known, key=lambda k: known[k]) if known else None,
         note=_value(row["efficiency_note"]),
         stripe=stripe,
+        busbw_printed=printed_busbw is not None,
+        time_min_us=_number(row.get("time_min_us")),
+        time_max_us=_number(row.get("time_max_us")),
+        time_p99_us=_number(row.get("time_p99_us")),
+        stdev=None if stdev is None else stdev / 100,
+        share_hw_latency=share(gaps["hardware latency"]),
+        share_latency=share(gaps["software latency"]),
+        share_staging=share(gaps["host staging"]),
+        share_bandwidth=share(gaps["bandwidth shortfall"]),
+        share_residual=share(gaps["unexplained"]),
     )
 
 

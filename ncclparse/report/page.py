@@ -14,14 +14,16 @@ from dataclasses import dataclass
 from markupsafe import Markup
 
 from ncclparse.health.rules import VerdictPolicy
-from ncclparse.health.verdict import Verdict
+from ncclparse.health.verdict import Finding, Verdict
 from ncclparse.report.checks import CheckSummary
 from ncclparse.report.facts import Message, ProfileInfo
 
 __all__ = [
     "Block",
     "Chart",
+    "Column",
     "ComparisonRow",
+    "OverviewRow",
     "ReportContext",
     "RunReport",
     "SizeRow",
@@ -38,17 +40,33 @@ class Chart:
 
 
 @dataclass(frozen=True, slots=True)
+class Column:
+    """One column of a per-size table: the :class:`SizeRow` attribute ``key``, its
+    header ``label``, how its values read (``kind``: ``bytes``, ``text``, ``time``
+    (µs), ``bw`` (GB/s, the unit in the header), ``percent`` (a fraction),
+    ``count``). The footer says what each label means, once per page."""
+
+    key: str
+    label: str
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
 class SizeRow:
     """One measured point (size, placement) with its efficiency and gap columns.
 
-    Times in µs, bandwidths in GB/s, ``efficiency`` a fraction; None where missing
-    (the templates show a dash). ``line`` is the row's line in its source.
+    Times in µs, bandwidths in GB/s, ``efficiency`` and the ``share_*`` gaps
+    fractions (of the measured time); None where missing (the templates show a dash).
+    ``line`` is the row's line in its source; ``algbw_gbps`` and ``busbw_gbps`` are
+    as printed, else recomputed (``busbw_printed`` says which); ``stdev`` is the
+    printed spread (stddev_pct / 100).
     """
 
     size_bytes: int
     placement: str
     line: int
     time_us: float | None
+    algbw_gbps: float | None
     busbw_gbps: float | None
     busbw_calc_gbps: float | None
     ideal_busbw_gbps: float | None
@@ -65,6 +83,16 @@ class SizeRow:
     main_gap: str | None
     note: str | None
     stripe: bool
+    busbw_printed: bool = False
+    time_min_us: float | None = None
+    time_max_us: float | None = None
+    time_p99_us: float | None = None
+    stdev: float | None = None
+    share_hw_latency: float | None = None
+    share_latency: float | None = None
+    share_staging: float | None = None
+    share_bandwidth: float | None = None
+    share_residual: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,6 +103,12 @@ class Block:
     ``alpha_us``/``beta_busbw_gbps`` (β in busbw units)/``crossover_bytes``/
     ``fit_class`` come from the fit of
     the same placement. ``worst`` are the bandwidth-bound rows furthest from ideal.
+
+    The per-size table: ``shown`` rows under ``columns`` (only the columns with a
+    value in this block); ``collapsed`` the leading latency-bound sizes, summed up in
+    ``collapsed_text``; ``detail_columns`` the gap attribution and rarer columns of
+    every row. ``plateau_busbw_gbps``/``plateau_efficiency``: medians over the
+    plateau sizes the verdict judges (None without a plateau).
     """
 
     anchor: str
@@ -92,6 +126,13 @@ class Block:
     charts: tuple[Chart, ...]
     worst: tuple[SizeRow, ...]
     notes: tuple[str, ...]
+    columns: tuple[Column, ...] = ()
+    detail_columns: tuple[Column, ...] = ()
+    shown: tuple[SizeRow, ...] = ()
+    collapsed: tuple[SizeRow, ...] = ()
+    collapsed_text: str | None = None
+    plateau_busbw_gbps: float | None = None
+    plateau_efficiency: float | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,6 +154,20 @@ class RunReport:
     blocks: tuple[Block, ...]
     metadata: tuple[tuple[str, str], ...]
     messages: tuple[Message, ...]
+    detailed: bool = True  # False: too many runs, listed in the overview only
+
+
+@dataclass(frozen=True, slots=True)
+class OverviewRow:
+    """One row of a multi-run report's overview: a block of a run (most runs are one
+    block), linking to the block's section. ``finding`` is the worst of the run's
+    findings about this block or the whole run; ``why`` its text without the series
+    name the row already shows."""
+
+    run: RunReport
+    block: Block
+    finding: Finding
+    why: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,7 +184,15 @@ class ReportContext:
 
     ``failures`` are inputs that could not be read at all (no run); ``overlay`` is the
     all-runs chart, present with two or more blocks; ``comparison`` its table.
-    ``policy`` holds the efficiency thresholds the verdicts used; ``checks``
+    ``overview``: one row per block when the report holds more than one run (or
+    too many blocks to chart one by one), else empty; ``small_multiples``:
+    per-collective grids of every block's busbw, drawn instead of each block's
+    charts when there are too many blocks to chart one by one
+    (``charts_per_block`` False).
+    ``details_left_out`` counts the runs without a section of their own (beyond
+    ``DETAILED_RUNS``, the overview lists them). ``pairs`` is the host x host
+    heatmap of a pairwise sweep (two hosts a run), else None. ``policy`` holds the
+    efficiency thresholds the verdicts used; ``checks``
     the outcome of ``ncclparse check`` when the report shows one, else None.
     """
 
@@ -145,8 +208,20 @@ class ReportContext:
     command_line: str | None
     policy: VerdictPolicy
     checks: CheckSummary | None = None
+    overview: tuple[OverviewRow, ...] = ()
+    small_multiples: tuple[Chart, ...] = ()
+    charts_per_block: bool = True
+    pairs: Chart | None = None
+    details_left_out: int = 0
 
     @property
     def messages(self) -> tuple[Message, ...]:
-        """Every error and warning: unreadable inputs first, then each run's."""
-        return self.failures + tuple(m for r in self.runs for m in r.messages)
+        """Every error and warning: unreadable inputs first, then each run's that
+        has a section (:attr:`messages_left_out` counts the others')."""
+        shown = (m for r in self.runs if r.detailed for m in r.messages)
+        return self.failures + tuple(shown)
+
+    @property
+    def messages_left_out(self) -> int:
+        """The warnings and errors of the runs without a section."""
+        return sum(len(r.messages) for r in self.runs if not r.detailed)

@@ -12,6 +12,7 @@ string) and the formatting filters templates use. Templates do no arithmetic.
 from __future__ import annotations
 
 import functools
+import math
 from pathlib import Path
 from typing import Literal
 
@@ -33,6 +34,17 @@ __all__ = [
 Format = Literal["html", "md"]
 
 _TEMPLATES = {"html": "report.html", "md": "summary.md"}
+
+
+def bandwidth_number(gbps: float | None) -> str:
+    """A bandwidth in GB/s without its unit (the table header names it), with the two
+    decimals nccl-tests prints: 158.86 -> "158.86", 0 -> "0.00"; above 0 and below
+    0.01, "<0.01" (not "5e-07"); missing -> the en dash."""
+    if gbps is None or math.isnan(gbps):
+        return formatting.MISSING
+    if 0 < gbps < 0.01:
+        return "<0.01"
+    return f"{gbps:.2f}"
 
 
 def markdown_text(value: object) -> Markup:
@@ -61,7 +73,8 @@ def environment(template_dir: Path | None = None) -> jinja2.Environment:
     """The Jinja environment: ``template_dir`` first (a site's own), then ours.
 
     Built once per directory. Filters: ``bytes``, ``time``, ``gbps``, ``percent``,
-    ``count`` (:mod:`ncclparse.formatting`) and ``md`` (:func:`markdown_text`).
+    ``count`` (:mod:`ncclparse.formatting`), ``bw`` (:func:`bandwidth_number`) and
+    ``md`` (:func:`markdown_text`).
     """
     loaders: list[jinja2.BaseLoader] = []
     if template_dir is not None:
@@ -81,6 +94,7 @@ def environment(template_dir: Path | None = None) -> jinja2.Environment:
         gbps=formatting.format_gbps,
         percent=formatting.format_percent,
         count=formatting.format_count,
+        bw=bandwidth_number,
         md=markdown_text,
     )
     return env
@@ -102,8 +116,30 @@ def render_report(
 
 
 def render_comparison_html(comparison: Comparison) -> str:
-    """Render a baseline/candidate comparison as one self-contained HTML page."""
-    return environment().get_template("compare.html").render(c=comparison)
+    """Render a baseline/candidate comparison as one self-contained HTML page: the
+    two sides named, the verdict, a chart (:mod:`ncclparse.report.comparison`) and
+    the per-size table. The same comparison gives the same bytes."""
+    from ncclparse.health.compare import busbw_cell, change_cell, time_cell
+    from ncclparse.report.comparison import (
+        charted_series,
+        charts_busbw,
+        comparison_chart,
+    )
+
+    return (
+        environment()
+        .get_template("compare.html")
+        .render(
+            c=comparison,
+            chart=Markup(comparison_chart(comparison)),
+            charted=charted_series(comparison),
+            chart_busbw=charts_busbw(comparison),
+            series_count=len({r.series for r in comparison.rows}),
+            busbw=busbw_cell,
+            change=change_cell,
+            time=time_cell,
+        )
+    )
 
 
 def render_markdown(context: ReportContext, *, template_dir: Path | None = None) -> str:
