@@ -228,8 +228,11 @@ def _filters(source: str | None, run: int | None, collective: str | None) -> str
 def _axes(ax: Axes | None) -> tuple[Figure, Axes]:
     if ax is None:
         return new_figure()
-    fig = ax.get_figure(root=True)
-    assert isinstance(fig, Figure)
+    # The root Figure of a SubFigure's axes too (get_figure(root=) is matplotlib
+    # 3.10 only: the floor is 3.8).
+    fig: Any = ax.figure
+    while not isinstance(fig, Figure):
+        fig = fig.figure
     return fig, ax
 
 

@@ -196,6 +196,10 @@ def test_plot_on_a_given_axes_returns_its_figure() -> None:
     assert len(fig.axes) == 2
     assert len(right.get_lines()) == 2
     assert left.get_ylabel() == "time per operation"
+    # Axes of a subfigure: the figure to show is still the root one.
+    outer = Figure()
+    inner = outer.subfigures(1, 2)[1].subplots()
+    assert plot_bandwidth(result, ax=inner) is outer
 
 
 def test_time_plot_draws_the_logs_times() -> None:
