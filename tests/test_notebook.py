@@ -198,7 +198,8 @@ def test_plot_on_a_given_axes_returns_its_figure() -> None:
     assert left.get_ylabel() == "time per operation"
     # Axes of a subfigure: the figure to show is still the root one.
     outer = Figure()
-    inner = outer.subfigures(1, 2)[1].subplots()
+    halves: Any = outer.subfigures(1, 2)  # the stubs type one or an array
+    inner = halves[1].subplots()
     assert plot_bandwidth(result, ax=inner) is outer
 
 
