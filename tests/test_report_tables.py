@@ -355,3 +355,35 @@ def test_a_run_a_failed_check_names_gets_its_section_first(
     # Named by failed cases: the failed run (FAIL) and the alltoall (OK), before
     # the NOTE that no case names.
     assert [r.detailed for r in report.runs] == [False, True, True]
+
+
+def test_a_run_without_a_section_shows_the_same_overview_figures(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import ncclparse.report.context as context
+
+    logs = sorted((FIXTURES / "oneccl").glob("*.log"))
+    result = ncclparse.parse_many([*THREE, *logs])
+
+    def figures(report: ReportContext) -> list[tuple[object, ...]]:
+        return [
+            (
+                o.run.label,
+                o.block.title,
+                o.block.nranks,
+                o.block.plateau_busbw_gbps,
+                o.block.plateau_efficiency,
+                o.block.peak.size_bytes if o.block.peak else None,
+                o.block.peak.busbw_calc_gbps if o.block.peak else None,
+                o.finding,
+            )
+            for o in report.overview
+        ]
+
+    full = build_context(result)
+    monkeypatch.setattr(context, "DETAILED_RUNS", 0)
+    bare = build_context(result)
+    assert not any(r.detailed for r in bare.runs)
+    assert bare.details_left_out == len(bare.runs) == len(full.runs) > 80
+    assert figures(bare) == figures(full)
+    assert sum(o.block.plateau_busbw_gbps is not None for o in bare.overview) > 5

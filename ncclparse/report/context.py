@@ -16,6 +16,7 @@ from collections.abc import Hashable, Mapping, Sequence
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 from markupsafe import Markup
@@ -121,23 +122,31 @@ def build_context(
     row_groups, fit_groups = rows_by_run(rows), rows_by_run(fits)
     listed = result.runs.to_pylist()
     mine = [run_rows(row_groups, rows, r["source"], r["run"]) for r in listed]
-    charted = sum(_block_count(m) for m in mine) <= CHARTED_BLOCKS
+    my_fits = [run_rows(fit_groups, fits, r["source"], r["run"]) for r in listed]
+    groups = [blocks_of(m) if len(m) else [] for m in mine]
+    charted = sum(len(g) for g in groups) <= CHARTED_BLOCKS
+    verdicts = [
+        judge_run(run, mine[i], policy, my_fits[i], groups[i])
+        for i, run in enumerate(listed)
+    ]
+    shown = _detailed(
+        [
+            (r["source"], r["run"], v.level)
+            for r, v in zip(listed, verdicts, strict=True)
+        ],
+        check,
+    )
     runs = [
         _run_report(
             index,
             run,
-            mine[index],
-            run_rows(fit_groups, fits, run["source"], run["run"]),
-            policy,
+            (mine[index], my_fits[index], groups[index]),
+            verdicts[index],
             charted=charted,
             stdin=title or STDIN_NAME,
+            detailed=(run["source"], run["run"]) in shown,
         )
         for index, run in enumerate(listed)
-    ]
-    shown = _detailed(runs, check)
-    runs = [
-        r if (r.source, r.run) in shown else dataclasses.replace(r, detailed=False)
-        for r in runs
     ]
     comparison = tuple(ComparisonRow(r, b) for r in runs for b in r.blocks)
     failures = result.failures if failures is None else failures
@@ -185,15 +194,15 @@ def build_context(
 
 
 def _detailed(
-    runs: Sequence[RunReport], check: CheckResult | None
+    runs: Sequence[tuple[str, int, Level]], check: CheckResult | None
 ) -> set[tuple[str, int]]:
-    """The runs that get a section of their own: all of them up to
-    :data:`DETAILED_RUNS`; beyond, that many of the most telling ones: those a
-    failed check case or a slow host's evidence names, then by verdict (FAIL,
-    CHECK, NOTE, OK), each in input order. A page of every run of a nightly
-    directory (1,000 logs) was 27 MB, of which the runs' sections 23.5 MB."""
+    """Of ``runs`` (source, run, verdict level), those that get a section of their
+    own: all of them up to :data:`DETAILED_RUNS`; beyond, that many of the most
+    telling ones: those a failed check case or a slow host's evidence names, then by
+    verdict (FAIL, CHECK, NOTE, OK), each in input order. A page of every run of a
+    nightly directory (1,000 logs) was 27 MB, of which the runs' sections 23.5 MB."""
     if len(runs) <= DETAILED_RUNS:
-        return {(r.source, r.run) for r in runs}
+        return {(source, run) for source, run, _ in runs}
     named: dict[tuple[str, int], None] = {}
     if check is not None:
         named |= dict.fromkeys(
@@ -207,13 +216,9 @@ def _detailed(
     rank = {"bad": 0, "warn": 1, "info": 2, "ok": 3}
     ordered = sorted(
         range(len(runs)),
-        key=lambda i: (
-            (runs[i].source, runs[i].run) not in named,
-            rank[runs[i].verdict.level],
-            i,
-        ),
+        key=lambda i: (runs[i][:2] not in named, rank[runs[i][2]], i),
     )
-    return {(runs[i].source, runs[i].run) for i in ordered[:DETAILED_RUNS]}
+    return {runs[i][:2] for i in ordered[:DETAILED_RUNS]}
 
 
 def _pairs(result: ParseResult, check: CheckResult | None) -> Chart | None:
@@ -254,37 +259,35 @@ def _named(source: str, stdin: str) -> str:
     return stdin if source == "-" else source
 
 
-def _block_count(rows: pd.DataFrame) -> int:
-    return len(blocks_of(rows)) if len(rows) else 0
-
-
 def _run_report(
     index: int,
     run: dict[str, Any],
-    mine: pd.DataFrame,
-    my_fits: pd.DataFrame,
-    policy: VerdictPolicy,
+    analysed: tuple[pd.DataFrame, pd.DataFrame, list[Any]],
+    verdict: Verdict,
     *,
     charted: bool,
     stdin: str,
+    detailed: bool = True,
 ) -> RunReport:
-    """The report of one run (a ``runs`` row) from its analysed rows and fits; its
-    blocks get their charts when ``charted``; source "-" is named ``stdin``."""
+    """The report of one run (a ``runs`` row) from its analysed rows, fits and
+    blocks (:func:`blocks_of`) and its verdict; its blocks get their charts when
+    ``charted``; without ``detailed`` only what the overview shows (the run has no
+    section); source "-" is named ``stdin``."""
+    mine, my_fits, groups = analysed
     # The anchor counts the report's runs (unique across sources); the text names the
     # run by the schema's own 0-based number.
     anchor = f"run{index + 1}"
     blocks = []
-    groups = blocks_of(mine) if len(mine) else []
     for number, (key, group) in enumerate(groups, start=1):
         block_fits = my_fits
         for column, value in zip(BLOCK_KEYS, key, strict=True):
             block_fits = block_fits[_same(block_fits[column], value)]
+        made = _block if detailed else _overview_block
         blocks.append(
-            _block(f"{anchor}-{number}", key, group, block_fits, charted=charted)
+            made(f"{anchor}-{number}", key, group, block_fits, charted=charted)
         )
     devices = Counter(d for d in run["devices"] if d)
     device = next(iter(devices)) if len(devices) == 1 else None
-    verdict = judge_run(run, mine, policy, my_fits, groups)
     source = _named(run["source"], stdin)
     return RunReport(
         anchor=anchor,
@@ -302,6 +305,7 @@ def _run_report(
         blocks=tuple(blocks),
         metadata=run_metadata(run) + per_iteration_facts(_iterations(mine)),
         messages=run_messages({**run, "source": source}),
+        detailed=detailed,
     )
 
 
@@ -409,6 +413,48 @@ def _block(
         shown=table.shown,
         collapsed=table.collapsed,
         collapsed_text=table.collapsed_text,
+        plateau_busbw_gbps=_median(plateau["busbw_calc_gbps"]),
+        plateau_efficiency=_median(plateau["efficiency"]),
+    )
+
+
+def _overview_block(
+    anchor: str,
+    key: tuple[Any, ...],
+    rows: pd.DataFrame,
+    fits: pd.DataFrame,
+    *,
+    charted: bool = True,
+) -> Block:
+    """A block of a run without a section: what the overview shows (title, ranks,
+    peak and plateau), without tables, charts or fits; building every row of a
+    thousand runs cost seconds for rows nobody sees."""
+    values = {k: _value(v) for k, v in zip(BLOCK_KEYS, key, strict=True)}
+    nranks = None if values["nranks"] is None else int(values["nranks"])
+    busbw = rows["busbw_calc_gbps"].to_numpy(dtype=float, na_value=math.nan)
+    peak = None
+    if (~np.isnan(busbw)).any():
+        best = rows.iloc[[int(np.nanargmax(busbw))]]
+        record = best[[c for c in _SIZE_COLUMNS if c in best]].to_dict("records")[0]
+        peak = _size_row(record, False)
+    plateau = judged_rows(rows)
+    plateau = plateau[plateau["plateau"].eq(True)]
+    return Block(
+        anchor=anchor,
+        title=series_label(values),
+        collective=values["collective"] or "unknown",
+        nranks=nranks,
+        rows=(),
+        largest=None,
+        peak=peak,
+        alpha_us=None,
+        beta_busbw_gbps=None,
+        crossover_bytes=None,
+        fit_class=None,
+        median_error_pct=None,
+        charts=(),
+        worst=(),
+        notes=(),
         plateau_busbw_gbps=_median(plateau["busbw_calc_gbps"]),
         plateau_efficiency=_median(plateau["efficiency"]),
     )
