@@ -12,6 +12,7 @@ from collections.abc import Sequence
 
 from ._lines import Line
 from ._nccl_layout import is_names_line, layout_from_row
+from ._nccl_recover import undecorate_line
 
 # A negative size or count starts a row too: it is read, and named as impossible.
 ROW_START = re.compile(r"^\s*-?\d+\s+-?\d+\s+[A-Za-z]", re.ASCII)
@@ -136,21 +137,11 @@ def nccl_code(code: int) -> str:
     return f"{code // 1000}.{code // 100 % 10}.{code % 100}"
 
 
-def from_markdown_table(text: str) -> str:
-    """``| 8 | 2 | float |`` pasted as a Markdown table back to whitespace columns."""
-    cells = [c.strip().replace("\\#", "#") for c in text.strip().strip("|").split("|")]
-    if all(set(c) <= set("-: ") for c in cells):
-        return ""
-    return "  ".join(c if c else "" for c in cells)
-
-
 def sniff(head: Sequence[Line]) -> bool:
     """True when the head holds nccl-tests structure or rows of its table layout.
 
     Rank lines alone do not decide: look-alikes (mscclpp-test) print them too.
     """
-    from ._nccl_recover import undecorate_line  # it imports this module
-
     rows = 0
     ranks = False
     for line in head:

@@ -15,7 +15,6 @@ import re
 from typing import Any
 
 from ._nccl_layout import Layout, layout_from_row, to_float
-from ._nccl_lines import from_markdown_table
 
 # A list bullet or a line-block bar followed by a blank, before the tool's text (`#`,
 # a digit, a word of the preamble). Left alone: `+ ` (the shell's `set -x`) and `> `
@@ -38,6 +37,14 @@ def undecorate(text: str) -> tuple[str, str | None]:
     if match is None:
         return text, None
     return text[match.end() :], match.group("mark")
+
+
+def from_markdown_table(text: str) -> str:
+    """``| 8 | 2 | float |`` pasted as a Markdown table back to whitespace columns."""
+    cells = [c.strip().replace("\\#", "#") for c in text.strip().strip("|").split("|")]
+    if all(set(c) <= set("-: ") for c in cells):
+        return ""
+    return "  ".join(c if c else "" for c in cells)
 
 
 def undecorate_line(text: str) -> tuple[str, str | None]:
