@@ -6,15 +6,36 @@ import gzip
 import importlib
 import io
 import lzma
+import os
 import re
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, NamedTuple, Protocol, cast
 
 from ncclparse.errors import InputError
 
 from ._nccl_topology import Facts, holds_facts, scan
+
+# The native line scanner (issue 17): the block filter of without_nccl_debug in C.
+# Optional: an install without a C compiler has none, and NCCLPARSE_NO_EXTENSION=1
+# (any non-empty value but 0) turns it off; the Python filter below is the reference
+# and gives the same lines (tests/test_scanner.py). Tests switch it with this name.
+NO_EXTENSION = "NCCLPARSE_NO_EXTENSION"
+ScanBlock = Callable[[str, int], tuple[int, list[int], list[int], list[str]]]
+
+
+def _native_scanner() -> ScanBlock | None:
+    if os.environ.get(NO_EXTENSION, "") not in ("", "0"):
+        return None
+    try:
+        from ._scan import scan_block  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return None
+    return cast("ScanBlock", scan_block)
+
+
+scan_block: ScanBlock | None = _native_scanner()
 
 # Launchers and log collectors put these before every line; they are not part of the
 # benchmark's output (schema.md: stripped before reading, `line` unchanged).
@@ -149,29 +170,19 @@ def without_nccl_debug(
         block = carry + block
         cut = block.rfind("\n") + 1
         carry = block[cut:]
-        raws = io.StringIO(block[:cut], newline="").readlines()
-        kept = [
-            i
-            for i, raw in enumerate(raws)
-            if raw[0] in _READ_FIRST  # readlines() gives no empty line
-            or (" NCCL INFO " not in raw and " NCCL WARN " not in raw)
-            or "version" in raw
-            or "ailure" in raw
-            or "imeout" in raw
-            or "_perf" in raw
-        ]
         facts = holds_facts(block, cut)
-        previous = -1
-        for i in kept:
+        total, kept, starts, raws = (scan_block or _scan_block)(block, cut)
+        previous, after = -1, 0  # the last kept line, the offset after it
+        for i, start, raw in zip(kept, starts, raws, strict=True):
             if i - previous > 1:
-                topology = _facts(raws, previous + 1, i) if facts else None
+                topology = scan(block[after:start]) if facts else None
                 yield Skipped(i - previous - 1, number + i, topology)
-            yield _line(number + i + 1, raws[i])
-            previous = i
-        if len(raws) - previous > 1:
-            topology = _facts(raws, previous + 1, len(raws)) if facts else None
-            yield Skipped(len(raws) - previous - 1, number + len(raws), topology)
-        number += len(raws)
+            yield _line(number + i + 1, raw)
+            previous, after = i, start + len(raw)
+        if total - previous > 1:
+            topology = scan(block[after:cut]) if facts else None
+            yield Skipped(total - previous - 1, number + total, topology)
+        number += total
         if len(carry) > MAX_LINE:  # a line with no end in sight: cut it, skip the rest
             number += 1
             yield _line(number, carry)
@@ -194,9 +205,35 @@ def _skip_rest_of_line(handle: IO[str], source: str) -> str:
     return ""
 
 
-def _facts(raws: list[str], start: int, end: int) -> Facts | None:
-    """The topology facts of the skipped lines ``raws[start:end]``."""
-    return scan(raws[start] if end - start == 1 else "".join(raws[start:end]))
+def _scan_block(block: str, end: int) -> tuple[int, list[int], list[int], list[str]]:
+    """The lines of ``block[:end]`` that are not plain NCCL debug, and where they are.
+
+    Returns (number of lines, indices of the kept lines, their start offsets, their
+    texts with their endings). Lines are split as line iteration splits them
+    (newline=""). A plain NCCL debug line (not kept) has " NCCL INFO " or
+    " NCCL WARN ", does not start with a character of _READ_FIRST and mentions no
+    version, failure, timeout or benchmark binary. The reference of the native
+    scanner (``_scan.scan_block``), which returns the same.
+    """
+    raws = io.StringIO(block[:end], newline="").readlines()
+    kept: list[int] = []
+    starts: list[int] = []
+    texts: list[str] = []
+    offset = 0
+    for i, raw in enumerate(raws):
+        if (
+            raw[0] in _READ_FIRST  # readlines() gives no empty line
+            or (" NCCL INFO " not in raw and " NCCL WARN " not in raw)
+            or "version" in raw
+            or "ailure" in raw
+            or "imeout" in raw
+            or "_perf" in raw
+        ):
+            kept.append(i)
+            starts.append(offset)
+            texts.append(raw)
+        offset += len(raw)
+    return len(raws), kept, starts, texts
 
 
 Source = str | Path | IO[str] | IO[bytes]

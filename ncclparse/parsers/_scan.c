@@ -1,0 +1,194 @@
+/* Native line scanner for ncclparse (issue 17): the block filter of
+ * ncclparse.parsers._lines.without_nccl_debug in C.
+ *
+ * scan_block(block, end) splits block[:end] into lines exactly as
+ * io.StringIO(block[:end], newline="").readlines() does (a line ends after "\n",
+ * "\r\n" or a lone "\r"; the last line may have no ending) and applies the same
+ * test as the Python path to each line: a line is KEPT (handed to Python) when
+ *
+ *   - its first character is one of " \t#[|>0123456789", or
+ *   - it contains neither " NCCL INFO " nor " NCCL WARN ", or
+ *   - it contains "version", "ailure", "imeout" or "_perf";
+ *
+ * every other line is a plain NCCL debug line that Python only counts. It returns
+ * (number of lines, indices of the kept lines, their start offsets, their texts
+ * with their endings). The skipped lines between two kept ones are the text
+ * block[end of the previous kept line:start of the next], which the caller scans
+ * for topology facts as one text (as the Python path joins them).
+ *
+ * Every kind of str is read (ASCII/Latin-1, UCS-2, UCS-4): the tested substrings
+ * are ASCII and the line endings are only "\r" and "\n", so the result is the same
+ * whatever else the text holds. Nothing here decides what a kept line means: that
+ * stays with the Python parser, the reference.
+ */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memmem */
+#endif
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <string.h>
+
+static const char READ_FIRST[] = " \t#[|>0123456789";
+
+static int
+read_first(Py_UCS4 c)
+{
+    return c < 128 && c != 0 && strchr(READ_FIRST, (int)c) != NULL;
+}
+
+/* One implementation per character width. */
+#define DEFINE_SCANNER(NAME, CHAR)                                                  \
+    static int NAME##_has(const CHAR *s, Py_ssize_t n, const char *needle)         \
+    {                                                                               \
+        Py_ssize_t m = (Py_ssize_t)strlen(needle);                                  \
+        for (Py_ssize_t i = 0; i + m <= n; i++) {                                   \
+            if (s[i] != (CHAR)(unsigned char)needle[0])                             \
+                continue;                                                           \
+            Py_ssize_t j = 1;                                                       \
+            while (j < m && s[i + j] == (CHAR)(unsigned char)needle[j])             \
+                j++;                                                                \
+            if (j == m)                                                             \
+                return 1;                                                           \
+        }                                                                           \
+        return 0;                                                                   \
+    }                                                                               \
+    static Py_ssize_t NAME##_line_end(const CHAR *s, Py_ssize_t i, Py_ssize_t n)   \
+    {                                                                               \
+        for (; i < n; i++) {                                                        \
+            if (s[i] == '\n')                                                       \
+                return i + 1;                                                       \
+            if (s[i] == '\r')                                                       \
+                return (i + 1 < n && s[i + 1] == '\n') ? i + 2 : i + 1;             \
+        }                                                                           \
+        return n;                                                                   \
+    }
+
+DEFINE_SCANNER(ucs2, Py_UCS2)
+DEFINE_SCANNER(ucs4, Py_UCS4)
+
+/* Latin-1/ASCII: the common case, with the C library's memchr and memmem. */
+static int
+ucs1_has(const Py_UCS1 *s, Py_ssize_t n, const char *needle)
+{
+    return memmem(s, (size_t)n, needle, strlen(needle)) != NULL;
+}
+
+static Py_ssize_t
+ucs1_line_end(const Py_UCS1 *s, Py_ssize_t i, Py_ssize_t n)
+{
+    const Py_UCS1 *nl = memchr(s + i, '\n', (size_t)(n - i));
+    Py_ssize_t stop = nl ? (Py_ssize_t)(nl - s) : n;
+    const Py_UCS1 *cr = memchr(s + i, '\r', (size_t)(stop - i));
+    if (cr != NULL) {
+        Py_ssize_t at = (Py_ssize_t)(cr - s);
+        return (at + 1 < n && s[at + 1] == '\n') ? at + 2 : at + 1;
+    }
+    return nl ? stop + 1 : n;
+}
+
+/* Whether a line [s, s+n) (its ending included) is kept for Python. */
+#define KEEP(NAME, S, N)                                                            \
+    (read_first((S)[0]) ||                                                          \
+     (!NAME##_has((S), (N), " NCCL INFO ") && !NAME##_has((S), (N), " NCCL WARN ")) \
+     || NAME##_has((S), (N), "version") || NAME##_has((S), (N), "ailure") ||        \
+     NAME##_has((S), (N), "imeout") || NAME##_has((S), (N), "_perf"))
+
+static int
+append_ssize(PyObject *list, Py_ssize_t value)
+{
+    PyObject *item = PyLong_FromSsize_t(value);
+    if (item == NULL)
+        return -1;
+    int rc = PyList_Append(list, item);
+    Py_DECREF(item);
+    return rc;
+}
+
+static int
+keep_line(PyObject *block, PyObject *indices, PyObject *starts, PyObject *raws,
+          Py_ssize_t index, Py_ssize_t start, Py_ssize_t stop)
+{
+    if (append_ssize(indices, index) < 0 || append_ssize(starts, start) < 0)
+        return -1;
+    PyObject *raw = PyUnicode_Substring(block, start, stop);
+    if (raw == NULL)
+        return -1;
+    int rc = PyList_Append(raws, raw);
+    Py_DECREF(raw);
+    return rc;
+}
+
+#define SCAN_LOOP(NAME, CHAR)                                                       \
+    do {                                                                            \
+        const CHAR *s = (const CHAR *)data;                                         \
+        while (pos < end) {                                                         \
+            Py_ssize_t stop = NAME##_line_end(s, pos, end);                         \
+            if (KEEP(NAME, s + pos, stop - pos)) {                                  \
+                if (keep_line(block, indices, starts, raws, count, pos, stop) < 0)  \
+                    goto fail;                                                      \
+            }                                                                       \
+            count++;                                                                \
+            pos = stop;                                                             \
+        }                                                                           \
+    } while (0)
+
+static PyObject *
+scan_block(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 2 || !PyUnicode_Check(args[0])) {
+        PyErr_SetString(PyExc_TypeError, "scan_block(block: str, end: int)");
+        return NULL;
+    }
+    PyObject *block = args[0];
+    Py_ssize_t end = PyLong_AsSsize_t(args[1]);
+    if (end == -1 && PyErr_Occurred())
+        return NULL;
+    Py_ssize_t length = PyUnicode_GET_LENGTH(block);
+    if (end < 0 || end > length) {
+        PyErr_SetString(PyExc_ValueError, "end out of range");
+        return NULL;
+    }
+    PyObject *indices = PyList_New(0);
+    PyObject *starts = PyList_New(0);
+    PyObject *raws = PyList_New(0);
+    if (indices == NULL || starts == NULL || raws == NULL)
+        goto fail;
+    Py_ssize_t count = 0, pos = 0;
+    const void *data = PyUnicode_DATA(block);
+    switch (PyUnicode_KIND(block)) {
+    case PyUnicode_1BYTE_KIND:
+        SCAN_LOOP(ucs1, Py_UCS1);
+        break;
+    case PyUnicode_2BYTE_KIND:
+        SCAN_LOOP(ucs2, Py_UCS2);
+        break;
+    default:
+        SCAN_LOOP(ucs4, Py_UCS4);
+        break;
+    }
+    return Py_BuildValue("(nNNN)", count, indices, starts, raws);
+fail:
+    Py_XDECREF(indices);
+    Py_XDECREF(starts);
+    Py_XDECREF(raws);
+    return NULL;
+}
+
+static PyMethodDef methods[] = {
+    {"scan_block", (PyCFunction)(void (*)(void))scan_block, METH_FASTCALL,
+     "scan_block(block, end) -> (lines, kept indices, kept starts, kept texts)"},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module = {
+    PyModuleDef_HEAD_INIT, "_scan",
+    "Native line scanner: the plain NCCL debug line filter (see _lines).", -1,
+    methods,
+};
+
+PyMODINIT_FUNC
+PyInit__scan(void)
+{
+    return PyModule_Create(&module);
+}
