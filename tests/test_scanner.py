@@ -35,6 +35,7 @@ import ncclparse
 from ncclparse import parsers
 from ncclparse.errors import NcclParseError
 from ncclparse.parsers import _lines
+from ncclparse.parsers._nccl_topology import Facts, scan
 from tests.conftest import FIXTURES
 from tests.test_robustness import HOSTILE_TOKENS, NOISE_LINES, PREFIXES, mutated
 
@@ -108,6 +109,20 @@ _PIECES = st.sampled_from(
         "é",
         "Using network IB",
         " via NET/IB/0/GDRDMA",
+        "/GDRDMA",
+        " via NET/Socket/1",
+        "L INFO ",
+        "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB ib0",
+        "NVLS multicast support is not available on dev 0",
+        "comm 0x5 rank 1 nRanks 16 nNodes 2 localRanks 8 localRank 1",
+        "16 coll channels, 0 nvls channels",
+        "Connected NVLS",
+        "CollNet disabled",
+        "nvlsSupport 1",
+        "P2P plugin v8 IBext_v8",
+        "rank 3 Connected CollNet",
+        "NCCL_COLLNET_ENABLE set by environment to 0",
+        "GPU Direct RDMA Enabled",
     )
 )
 _BLOCK = st.lists(st.one_of(_PIECES, st.text(max_size=8)), max_size=60).map("".join)
@@ -121,17 +136,29 @@ _BLOCK = st.lists(st.one_of(_PIECES, st.text(max_size=8)), max_size=60).map("".j
 @example("x NCCL INFO \U0001f600\n 1 NCCL INFO \n", 1.0)
 def test_native_block_filter_is_the_python_one(block: str, where: float) -> None:
     end = round(len(block) * where)
-    assert _native()(block, end) == _lines._scan_block(block, end)
+    native = _native()(block, end)
+    python = _lines._scan_block(block, end)
+    assert native[:4] == python[:4]
+    # The facts texts differ (native: only the lines that may state one), the facts
+    # read in them do not.
+    assert len(native[4]) == len(python[4]) == len(python[1]) + 1
+    for mine, reference in zip(native[4], python[4], strict=True):
+        assert _facts(mine) == _facts(reference)
+
+
+def _facts(text: str | None) -> Facts | None:
+    return None if text is None else scan(text)
 
 
 def test_python_block_filter_splits_as_line_iteration() -> None:
     block = "a\rb\r\nc NCCL INFO d\n\ne NCCL WARN f\r"
-    total, kept, starts, raws = _lines._scan_block(block, len(block))
+    total, kept, starts, raws, facts = _lines._scan_block(block, len(block))
     lines = io.StringIO(block, newline="").readlines()
     assert total == len(lines) == 5
     assert kept == [0, 1, 3]
     assert raws == [lines[i] for i in kept]
     assert [block[s : s + len(r)] for s, r in zip(starts, raws, strict=True)] == raws
+    assert facts == [None] * 4  # no topology fact in the block
 
 
 def test_scanner_is_switched_off_by_the_environment() -> None:

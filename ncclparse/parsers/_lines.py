@@ -22,7 +22,8 @@ from ._nccl_topology import Facts, holds_facts, scan
 # (any non-empty value but 0) turns it off; the Python filter below is the reference
 # and gives the same lines (tests/test_scanner.py). Tests switch it with this name.
 NO_EXTENSION = "NCCLPARSE_NO_EXTENSION"
-ScanBlock = Callable[[str, int], tuple[int, list[int], list[int], list[str]]]
+ScanResult = tuple[int, list[int], list[int], list[str], list[str | None]]
+ScanBlock = Callable[[str, int], ScanResult]
 
 
 def _native_scanner() -> ScanBlock | None:
@@ -170,17 +171,16 @@ def without_nccl_debug(
         block = carry + block
         cut = block.rfind("\n") + 1
         carry = block[cut:]
-        facts = holds_facts(block, cut)
-        total, kept, starts, raws = (scan_block or _scan_block)(block, cut)
-        previous, after = -1, 0  # the last kept line, the offset after it
-        for i, start, raw in zip(kept, starts, raws, strict=True):
+        total, kept, _, raws, facts = (scan_block or _scan_block)(block, cut)
+        previous = -1  # the last kept line
+        for i, raw, text in zip(kept, raws, facts, strict=False):
             if i - previous > 1:
-                topology = scan(block[after:start]) if facts else None
+                topology = scan(text) if text is not None else None
                 yield Skipped(i - previous - 1, number + i, topology)
             yield _line(number + i + 1, raw)
-            previous, after = i, start + len(raw)
+            previous = i
         if total - previous > 1:
-            topology = scan(block[after:cut]) if facts else None
+            topology = scan(facts[-1]) if facts[-1] is not None else None
             yield Skipped(total - previous - 1, number + total, topology)
         number += total
         if len(carry) > MAX_LINE:  # a line with no end in sight: cut it, skip the rest
@@ -205,21 +205,28 @@ def _skip_rest_of_line(handle: IO[str], source: str) -> str:
     return ""
 
 
-def _scan_block(block: str, end: int) -> tuple[int, list[int], list[int], list[str]]:
+def _scan_block(block: str, end: int) -> ScanResult:
     """The lines of ``block[:end]`` that are not plain NCCL debug, and where they are.
 
     Returns (number of lines, indices of the kept lines, their start offsets, their
-    texts with their endings). Lines are split as line iteration splits them
+    texts with their endings, facts). Lines are split as line iteration splits them
     (newline=""). A plain NCCL debug line (not kept) has " NCCL INFO " or
     " NCCL WARN ", does not start with a character of _READ_FIRST and mentions no
-    version, failure, timeout or benchmark binary. The reference of the native
-    scanner (``_scan.scan_block``), which returns the same.
+    version, failure, timeout or benchmark binary. ``facts[k]`` is the text of the
+    skipped lines before kept line ``k`` (``facts[-1]``: after the last one) for
+    :func:`scan`, or None when the block holds no fact at all.
+
+    The reference of the native scanner (``_scan.scan_block``), which returns the
+    same, except that its ``facts`` texts keep only the skipped lines that may state
+    a fact (the facts :func:`scan` reads in them are the same).
     """
     raws = io.StringIO(block[:end], newline="").readlines()
     kept: list[int] = []
     starts: list[int] = []
     texts: list[str] = []
-    offset = 0
+    facts: list[str | None] = []
+    any_facts = holds_facts(block, end)
+    offset = after = 0
     for i, raw in enumerate(raws):
         if (
             raw[0] in _READ_FIRST  # readlines() gives no empty line
@@ -232,8 +239,11 @@ def _scan_block(block: str, end: int) -> tuple[int, list[int], list[int], list[s
             kept.append(i)
             starts.append(offset)
             texts.append(raw)
+            facts.append(block[after:offset] if any_facts and offset > after else None)
+            after = offset + len(raw)
         offset += len(raw)
-    return len(raws), kept, starts, texts
+    facts.append(block[after:offset] if any_facts and offset > after else None)
+    return len(raws), kept, starts, texts, facts
 
 
 Source = str | Path | IO[str] | IO[bytes]

@@ -12,9 +12,12 @@
  *
  * every other line is a plain NCCL debug line that Python only counts. It returns
  * (number of lines, indices of the kept lines, their start offsets, their texts
- * with their endings). The skipped lines between two kept ones are the text
- * block[end of the previous kept line:start of the next], which the caller scans
- * for topology facts as one text (as the Python path joins them).
+ * with their endings, facts). facts[k] is the text of the skipped lines before
+ * kept line k (facts[-1]: after the last) that may state a topology fact, joined,
+ * or None when none may: the lines holding " via NET/" or "/GDRDMA", or "L INFO "
+ * followed by what a fact starts with (_nccl_topology._HINT). No fact pattern
+ * reaches across a line end or looks behind its start, so _nccl_topology.scan
+ * reads the same facts in that text as in all the skipped lines (the Python path).
  *
  * Every kind of str is read (ASCII/Latin-1, UCS-2, UCS-4): the tested substrings
  * are ASCII and the line endings are only "\r" and "\n", so the result is the same
@@ -86,6 +89,56 @@ ucs1_line_end(const Py_UCS1 *s, Py_ssize_t i, Py_ssize_t n)
     return nl ? stop + 1 : n;
 }
 
+/* The offset of the first needle in s[from:n], or -1. */
+static Py_ssize_t
+ucs1_find(const Py_UCS1 *s, Py_ssize_t from, Py_ssize_t n, const char *needle)
+{
+    const Py_UCS1 *at = memmem(s + from, (size_t)(n - from), needle, strlen(needle));
+    return at ? (Py_ssize_t)(at - s) : -1;
+}
+
+#define DEFINE_FIND(NAME, CHAR)                                                     \
+    static Py_ssize_t NAME##_find(const CHAR *s, Py_ssize_t from, Py_ssize_t n,     \
+                                  const char *needle)                               \
+    {                                                                               \
+        Py_ssize_t m = (Py_ssize_t)strlen(needle);                                  \
+        for (Py_ssize_t i = from; i + m <= n; i++) {                                \
+            Py_ssize_t j = 0;                                                       \
+            while (j < m && s[i + j] == (CHAR)(unsigned char)needle[j])             \
+                j++;                                                                \
+            if (j == m)                                                             \
+                return i;                                                           \
+        }                                                                           \
+        return -1;                                                                  \
+    }
+
+DEFINE_FIND(ucs2, Py_UCS2)
+DEFINE_FIND(ucs4, Py_UCS4)
+
+/* Whether a skipped line may state a topology fact (see the top of the file). */
+#define DEFINE_FACT(NAME, CHAR)                                                     \
+    static int NAME##_may_state_fact(const CHAR *s, Py_ssize_t n)                   \
+    {                                                                               \
+        if (NAME##_has(s, n, " via NET/") || NAME##_has(s, n, "/GDRDMA"))           \
+            return 1;                                                               \
+        for (Py_ssize_t i = NAME##_find(s, 0, n, "L INFO "); i >= 0;               \
+             i = NAME##_find(s, i + 1, n, "L INFO ")) {                             \
+            Py_UCS4 a = i + 7 < n ? (Py_UCS4)s[i + 7] : 0;                          \
+            Py_UCS4 b = i + 8 < n ? (Py_UCS4)s[i + 8] : 0;                          \
+            if ((a == 'N' && (b == 'E' || b == 'C' || b == 'V')) ||                 \
+                (a == 'U' && b == 's') || (a == 'G' && b == 'P') ||                 \
+                ((a == 'C' || a == 'c') && b == 'o') || (a == 'r' && b == 'a') ||   \
+                (a == 'P' && b == '2') || (a == 'n' && b == 'v') ||                 \
+                (a >= '1' && a <= '9'))                                             \
+                return 1;                                                           \
+        }                                                                           \
+        return 0;                                                                   \
+    }
+
+DEFINE_FACT(ucs1, Py_UCS1)
+DEFINE_FACT(ucs2, Py_UCS2)
+DEFINE_FACT(ucs4, Py_UCS4)
+
 /* Whether a line [s, s+n) (its ending included) is kept for Python. */
 #define KEEP(NAME, S, N)                                                            \
     (read_first((S)[0]) ||                                                          \
@@ -105,17 +158,55 @@ append_ssize(PyObject *list, Py_ssize_t value)
 }
 
 static int
+append_substring(PyObject *list, PyObject *block, Py_ssize_t start, Py_ssize_t stop)
+{
+    PyObject *text = PyUnicode_Substring(block, start, stop);
+    if (text == NULL)
+        return -1;
+    int rc = PyList_Append(list, text);
+    Py_DECREF(text);
+    return rc;
+}
+
+/* Append to facts the joined candidate lines of the gap that ends (or None), and
+ * empty the candidates. */
+static int
+end_gap(PyObject *facts, PyObject *candidates)
+{
+    Py_ssize_t n = PyList_GET_SIZE(candidates);
+    PyObject *text;
+    if (n == 0) {
+        text = Py_NewRef(Py_None);
+    }
+    else if (n == 1) {
+        text = Py_NewRef(PyList_GET_ITEM(candidates, 0));
+    }
+    else {
+        PyObject *empty = PyUnicode_FromStringAndSize("", 0);
+        if (empty == NULL)
+            return -1;
+        text = PyUnicode_Join(empty, candidates);
+        Py_DECREF(empty);
+        if (text == NULL)
+            return -1;
+    }
+    int rc = PyList_Append(facts, text);
+    Py_DECREF(text);
+    if (rc < 0)
+        return -1;
+    return n ? PyList_SetSlice(candidates, 0, n, NULL) : 0;
+}
+
+static int
 keep_line(PyObject *block, PyObject *indices, PyObject *starts, PyObject *raws,
-          Py_ssize_t index, Py_ssize_t start, Py_ssize_t stop)
+          PyObject *facts, PyObject *candidates, Py_ssize_t index, Py_ssize_t start,
+          Py_ssize_t stop)
 {
     if (append_ssize(indices, index) < 0 || append_ssize(starts, start) < 0)
         return -1;
-    PyObject *raw = PyUnicode_Substring(block, start, stop);
-    if (raw == NULL)
+    if (end_gap(facts, candidates) < 0)
         return -1;
-    int rc = PyList_Append(raws, raw);
-    Py_DECREF(raw);
-    return rc;
+    return append_substring(raws, block, start, stop);
 }
 
 #define SCAN_LOOP(NAME, CHAR)                                                       \
@@ -124,7 +215,12 @@ keep_line(PyObject *block, PyObject *indices, PyObject *starts, PyObject *raws,
         while (pos < end) {                                                         \
             Py_ssize_t stop = NAME##_line_end(s, pos, end);                         \
             if (KEEP(NAME, s + pos, stop - pos)) {                                  \
-                if (keep_line(block, indices, starts, raws, count, pos, stop) < 0)  \
+                if (keep_line(block, indices, starts, raws, facts, candidates,      \
+                              count, pos, stop) < 0)                                \
+                    goto fail;                                                      \
+            }                                                                       \
+            else if (NAME##_may_state_fact(s + pos, stop - pos)) {                  \
+                if (append_substring(candidates, block, pos, stop) < 0)             \
                     goto fail;                                                      \
             }                                                                       \
             count++;                                                                \
@@ -152,7 +248,10 @@ scan_block(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *indices = PyList_New(0);
     PyObject *starts = PyList_New(0);
     PyObject *raws = PyList_New(0);
-    if (indices == NULL || starts == NULL || raws == NULL)
+    PyObject *facts = PyList_New(0);
+    PyObject *candidates = PyList_New(0);
+    if (indices == NULL || starts == NULL || raws == NULL || facts == NULL ||
+        candidates == NULL)
         goto fail;
     Py_ssize_t count = 0, pos = 0;
     const void *data = PyUnicode_DATA(block);
@@ -167,17 +266,23 @@ scan_block(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         SCAN_LOOP(ucs4, Py_UCS4);
         break;
     }
-    return Py_BuildValue("(nNNN)", count, indices, starts, raws);
+    if (end_gap(facts, candidates) < 0)
+        goto fail;
+    Py_DECREF(candidates);
+    return Py_BuildValue("(nNNNN)", count, indices, starts, raws, facts);
 fail:
     Py_XDECREF(indices);
     Py_XDECREF(starts);
     Py_XDECREF(raws);
+    Py_XDECREF(facts);
+    Py_XDECREF(candidates);
     return NULL;
 }
 
 static PyMethodDef methods[] = {
     {"scan_block", (PyCFunction)(void (*)(void))scan_block, METH_FASTCALL,
-     "scan_block(block, end) -> (lines, kept indices, kept starts, kept texts)"},
+     "scan_block(block, end) -> (lines, kept indices, kept starts, kept texts, "
+     "facts)"},
     {NULL, NULL, 0, NULL},
 };
 
