@@ -69,34 +69,7 @@ read_first(Py_UCS4 c)
 DEFINE_SCANNER(ucs2, Py_UCS2)
 DEFINE_SCANNER(ucs4, Py_UCS4)
 
-/* Latin-1/ASCII: the common case, with the C library's memchr and memmem. */
-static int
-ucs1_has(const Py_UCS1 *s, Py_ssize_t n, const char *needle)
-{
-    return memmem(s, (size_t)n, needle, strlen(needle)) != NULL;
-}
-
-static Py_ssize_t
-ucs1_line_end(const Py_UCS1 *s, Py_ssize_t i, Py_ssize_t n)
-{
-    const Py_UCS1 *nl = memchr(s + i, '\n', (size_t)(n - i));
-    Py_ssize_t stop = nl ? (Py_ssize_t)(nl - s) : n;
-    const Py_UCS1 *cr = memchr(s + i, '\r', (size_t)(stop - i));
-    if (cr != NULL) {
-        Py_ssize_t at = (Py_ssize_t)(cr - s);
-        return (at + 1 < n && s[at + 1] == '\n') ? at + 2 : at + 1;
-    }
-    return nl ? stop + 1 : n;
-}
-
-/* The offset of the first needle in s[from:n], or -1. */
-static Py_ssize_t
-ucs1_find(const Py_UCS1 *s, Py_ssize_t from, Py_ssize_t n, const char *needle)
-{
-    const Py_UCS1 *at = memmem(s + from, (size_t)(n - from), needle, strlen(needle));
-    return at ? (Py_ssize_t)(at - s) : -1;
-}
-
+/* The offset of the first needle in s[from:n], or -1 (UCS-2, UCS-4). */
 #define DEFINE_FIND(NAME, CHAR)                                                     \
     static Py_ssize_t NAME##_find(const CHAR *s, Py_ssize_t from, Py_ssize_t n,     \
                                   const char *needle)                               \
@@ -135,7 +108,6 @@ DEFINE_FIND(ucs4, Py_UCS4)
         return 0;                                                                   \
     }
 
-DEFINE_FACT(ucs1, Py_UCS1)
 DEFINE_FACT(ucs2, Py_UCS2)
 DEFINE_FACT(ucs4, Py_UCS4)
 
@@ -209,6 +181,94 @@ keep_line(PyObject *block, PyObject *indices, PyObject *starts, PyObject *raws,
     return append_substring(raws, block, start, stop);
 }
 
+/* Latin-1/ASCII, the common case, faster: each needle that is rare in NCCL debug
+ * output is searched once per occurrence in the whole block (memmem from where the
+ * scan is to its next occurrence), not once per line. A line holds a needle when
+ * the needle's next occurrence from the line's start ends within the line: no
+ * needle holds "\r" or "\n", so none reaches across a line end. */
+typedef struct {
+    const char *needle;
+    size_t length;
+    Py_ssize_t next; /* first occurrence at or after the last asked position */
+} Lazy;
+
+static Py_ssize_t
+lazy_next(Lazy *z, const Py_UCS1 *s, Py_ssize_t pos, Py_ssize_t n)
+{
+    if (z->next < pos) {
+        const Py_UCS1 *at = memmem(s + pos, (size_t)(n - pos), z->needle, z->length);
+        z->next = at ? (Py_ssize_t)(at - s) : PY_SSIZE_T_MAX;
+    }
+    return z->next;
+}
+
+static int
+lazy_in(Lazy *z, const Py_UCS1 *s, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t n)
+{
+    Py_ssize_t at = lazy_next(z, s, pos, n);
+    return at != PY_SSIZE_T_MAX && at + (Py_ssize_t)z->length <= stop;
+}
+
+#define LAZY(TEXT) {TEXT, sizeof(TEXT) - 1, -1}
+
+static int
+ucs1_hint(const Py_UCS1 *s, Py_ssize_t at, Py_ssize_t stop)
+{
+    Py_UCS4 a = at + 7 < stop ? s[at + 7] : 0, b = at + 8 < stop ? s[at + 8] : 0;
+    return (a == 'N' && (b == 'E' || b == 'C' || b == 'V')) || (a == 'U' && b == 's') ||
+           (a == 'G' && b == 'P') || ((a == 'C' || a == 'c') && b == 'o') ||
+           (a == 'r' && b == 'a') || (a == 'P' && b == '2') || (a == 'n' && b == 'v') ||
+           (a >= '1' && a <= '9');
+}
+
+static int
+scan_ucs1(PyObject *block, const Py_UCS1 *s, Py_ssize_t end, PyObject *indices,
+          PyObject *starts, PyObject *raws, PyObject *facts, PyObject *candidates,
+          Py_ssize_t *lines)
+{
+    Lazy cr = LAZY("\r"), info = LAZY(" NCCL INFO "), warn = LAZY(" NCCL WARN ");
+    Lazy version = LAZY("version"), ailure = LAZY("ailure"), imeout = LAZY("imeout");
+    Lazy perf = LAZY("_perf"), via = LAZY(" via NET/"), gdr = LAZY("/GDRDMA");
+    Lazy linfo = LAZY("L INFO ");
+    Py_ssize_t count = 0, pos = 0;
+    while (pos < end) {
+        const Py_UCS1 *nl = memchr(s + pos, '\n', (size_t)(end - pos));
+        Py_ssize_t stop = nl ? (Py_ssize_t)(nl - s) + 1 : end;
+        Py_ssize_t at = lazy_next(&cr, s, pos, end);
+        if (at < stop - (nl != NULL)) /* a "\r" before the "\n" */
+            stop = (at + 1 < end && s[at + 1] == '\n') ? at + 2 : at + 1;
+        int keep = read_first(s[pos]) ||
+                   (!lazy_in(&info, s, pos, stop, end) &&
+                    !lazy_in(&warn, s, pos, stop, end)) ||
+                   lazy_in(&version, s, pos, stop, end) ||
+                   lazy_in(&ailure, s, pos, stop, end) ||
+                   lazy_in(&imeout, s, pos, stop, end) ||
+                   lazy_in(&perf, s, pos, stop, end);
+        if (keep) {
+            if (keep_line(block, indices, starts, raws, facts, candidates, count, pos,
+                          stop) < 0)
+                return -1;
+        }
+        else {
+            int fact =
+                lazy_in(&via, s, pos, stop, end) || lazy_in(&gdr, s, pos, stop, end);
+            for (Py_ssize_t from = pos; !fact;) {
+                Py_ssize_t hit = lazy_next(&linfo, s, from, end);
+                if (hit == PY_SSIZE_T_MAX || hit + 7 > stop)
+                    break;
+                fact = ucs1_hint(s, hit, stop);
+                from = hit + 1;
+            }
+            if (fact && append_substring(candidates, block, pos, stop) < 0)
+                return -1;
+        }
+        count++;
+        pos = stop;
+    }
+    *lines = count;
+    return 0;
+}
+
 #define SCAN_LOOP(NAME, CHAR)                                                       \
     do {                                                                            \
         const CHAR *s = (const CHAR *)data;                                         \
@@ -257,7 +317,9 @@ scan_block(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     const void *data = PyUnicode_DATA(block);
     switch (PyUnicode_KIND(block)) {
     case PyUnicode_1BYTE_KIND:
-        SCAN_LOOP(ucs1, Py_UCS1);
+        if (scan_ucs1(block, (const Py_UCS1 *)data, end, indices, starts, raws, facts,
+                      candidates, &count) < 0)
+            goto fail;
         break;
     case PyUnicode_2BYTE_KIND:
         SCAN_LOOP(ucs2, Py_UCS2);
