@@ -6,15 +6,37 @@ import gzip
 import importlib
 import io
 import lzma
+import os
 import re
 import zlib
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import IO, Any, NamedTuple, Protocol, cast
 
 from ncclparse.errors import InputError
 
 from ._nccl_topology import Facts, holds_facts, scan
+
+# The native line scanner (issue 17): the block filter of without_nccl_debug in C.
+# Optional: an install without a C compiler has none, and NCCLPARSE_NO_EXTENSION=1
+# (any non-empty value but 0) turns it off; the Python filter below is the reference
+# and gives the same lines (tests/test_scanner.py). Tests switch it with this name.
+NO_EXTENSION = "NCCLPARSE_NO_EXTENSION"
+ScanResult = tuple[int, list[int], list[int], list[str], list[str | None]]
+ScanBlock = Callable[[str, int], ScanResult]
+
+
+def _native_scanner() -> ScanBlock | None:
+    if os.environ.get(NO_EXTENSION, "") not in ("", "0"):
+        return None
+    try:
+        from ._scan import scan_block  # type: ignore[import-not-found,unused-ignore]
+    except ImportError:
+        return None
+    return cast("ScanBlock", scan_block)
+
+
+scan_block: ScanBlock | None = _native_scanner()
 
 # Launchers and log collectors put these before every line; they are not part of the
 # benchmark's output (schema.md: stripped before reading, `line` unchanged).
@@ -147,46 +169,54 @@ def without_nccl_debug(
     carry = ""
     while block := handle.read(_CHUNK):
         block = carry + block
-        cut = block.rfind("\n") + 1
+        cut = _last_line_end(block)
         carry = block[cut:]
-        raws = io.StringIO(block[:cut], newline="").readlines()
-        kept = [
-            i
-            for i, raw in enumerate(raws)
-            if raw[0] in _READ_FIRST  # readlines() gives no empty line
-            or (" NCCL INFO " not in raw and " NCCL WARN " not in raw)
-            or "version" in raw
-            or "ailure" in raw
-            or "imeout" in raw
-            or "_perf" in raw
-        ]
-        facts = holds_facts(block, cut)
-        previous = -1
-        for i in kept:
+        total, kept, _, raws, facts = (scan_block or _scan_block)(block, cut)
+        previous = -1  # the last kept line
+        for i, raw, text in zip(kept, raws, facts, strict=False):
             if i - previous > 1:
-                topology = _facts(raws, previous + 1, i) if facts else None
+                topology = scan(text) if text is not None else None
                 yield Skipped(i - previous - 1, number + i, topology)
-            yield _line(number + i + 1, raws[i])
+            yield _line(number + i + 1, raw)
             previous = i
-        if len(raws) - previous > 1:
-            topology = _facts(raws, previous + 1, len(raws)) if facts else None
-            yield Skipped(len(raws) - previous - 1, number + len(raws), topology)
-        number += len(raws)
+        if total - previous > 1:
+            topology = scan(facts[-1]) if facts[-1] is not None else None
+            yield Skipped(total - previous - 1, number + total, topology)
+        number += total
         if len(carry) > MAX_LINE:  # a line with no end in sight: cut it, skip the rest
             number += 1
             yield _line(number, carry)
-            carry = _skip_rest_of_line(handle, source)
+            if carry.endswith("\r"):  # its end is here; a "\n" may follow
+                following = handle.read(1)
+                carry = "" if following == "\n" else following
+            else:
+                carry = _skip_rest_of_line(handle, source)
     for raw in io.StringIO(carry, newline=""):
         number += 1
         yield _line(number, raw)
 
 
+def _last_line_end(block: str) -> int:
+    """Where the last whole line of ``block`` ends: after its last "\n", or after a
+    lone "\r" (iteration with newline="" ends lines there too), but not after a
+    "\r" that ends the block, which may be the first half of a "\r\n"."""
+    return max(block.rfind("\n"), block.rfind("\r", 0, len(block) - 1)) + 1
+
+
 def _skip_rest_of_line(handle: IO[str], source: str) -> str:
-    """Read past the end of an overlong line; return what follows its ending."""
+    """Read past the end of an overlong line ("\n", "\r\n" or a lone "\r"); return
+    what follows its ending."""
     skipped = 0
     while block := handle.read(_CHUNK):
-        end = block.find("\n")
-        if end >= 0:
+        ends = [i for i in (block.find("\n"), block.find("\r")) if i >= 0]
+        if ends:
+            end = min(ends)
+            if block[end] == "\r":
+                if end + 1 == len(block):  # a "\n" may follow in the next read
+                    following = handle.read(1)
+                    return "" if following == "\n" else following
+                if block[end + 1] == "\n":
+                    end += 1
             return block[end + 1 :]
         skipped += len(block)
         if skipped > MAX_SKIPPED:
@@ -194,9 +224,45 @@ def _skip_rest_of_line(handle: IO[str], source: str) -> str:
     return ""
 
 
-def _facts(raws: list[str], start: int, end: int) -> Facts | None:
-    """The topology facts of the skipped lines ``raws[start:end]``."""
-    return scan(raws[start] if end - start == 1 else "".join(raws[start:end]))
+def _scan_block(block: str, end: int) -> ScanResult:
+    """The lines of ``block[:end]`` that are not plain NCCL debug, and where they are.
+
+    Returns (number of lines, indices of the kept lines, their start offsets, their
+    texts with their endings, facts). Lines are split as line iteration splits them
+    (newline=""). A plain NCCL debug line (not kept) has " NCCL INFO " or
+    " NCCL WARN ", does not start with a character of _READ_FIRST and mentions no
+    version, failure, timeout or benchmark binary. ``facts[k]`` is the text of the
+    skipped lines before kept line ``k`` (``facts[-1]``: after the last one) for
+    :func:`scan`, or None when the block holds no fact at all.
+
+    The reference of the native scanner (``_scan.scan_block``), which returns the
+    same, except that its ``facts`` texts keep only the skipped lines that may state
+    a fact (the facts :func:`scan` reads in them are the same).
+    """
+    raws = io.StringIO(block[:end], newline="").readlines()
+    kept: list[int] = []
+    starts: list[int] = []
+    texts: list[str] = []
+    facts: list[str | None] = []
+    any_facts = holds_facts(block, end)
+    offset = after = 0
+    for i, raw in enumerate(raws):
+        if (
+            raw[0] in _READ_FIRST  # readlines() gives no empty line
+            or (" NCCL INFO " not in raw and " NCCL WARN " not in raw)
+            or "version" in raw
+            or "ailure" in raw
+            or "imeout" in raw
+            or "_perf" in raw
+        ):
+            kept.append(i)
+            starts.append(offset)
+            texts.append(raw)
+            facts.append(block[after:offset] if any_facts and offset > after else None)
+            after = offset + len(raw)
+        offset += len(raw)
+    facts.append(block[after:offset] if any_facts and offset > after else None)
+    return len(raws), kept, starts, texts, facts
 
 
 Source = str | Path | IO[str] | IO[bytes]

@@ -1,0 +1,197 @@
+"""Issue 17 benchmark: the native line scanner, parse time as a multiple of grep.
+
+For each log, in one run: ``grep -cE '^ +[0-9]+ +[0-9]+ '`` (its count to a pipe, not
+/dev/null, where GNU grep stops at the first match), ``ncclparse parse -q LOG -o
+out.parquet`` with the native scanner and with it turned off
+(``NCCLPARSE_NO_EXTENSION=1``), and the peer per-line regex parser of run.py; the
+median wall time of each, its ratio to grep, and the parse's peak RSS.
+
+Logs (built deterministically into ``--data``, reused):
+
+* ``big``: run.py's benchmark log (the corpus' small runs in NCCL_DEBUG=INFO chatter,
+  data rows 5 % of lines);
+* ``longruns``: the real NCCL_DEBUG=INFO shape, few long runs: the 16-rank example's
+  sweep repeated (``-N``) in 8 runs, each after an init burst, with per-call COLL
+  lines after every data row so that data rows are 5 % of lines.
+
+Usage::
+
+    python benchmarks/scan.py                # 256 MiB logs
+    python benchmarks/scan.py --size 1GiB    # the issue's target size
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import run  # run.py beside this file: builders and measurement
+
+LONG_RUNS = 8
+
+
+def build_long_runs(path: Path, size: int) -> None:
+    """Few long runs in NCCL_DEBUG=INFO chatter (see the module docstring)."""
+    stamp = path.with_suffix(".stamp")
+    key = f"{run.GENERATOR_VERSION} {run.SEED} {size} {LONG_RUNS}"
+    if path.exists() and stamp.exists() and stamp.read_text() == key:
+        return
+    rng = random.Random(run.SEED)
+    info = run.InfoLines(rng)
+    lines = run.ONE_RUN_SOURCE.read_text().splitlines()
+    rows = [i for i, line in enumerate(lines) if run.DATA_ROW.match(line)]
+    head, sweep = lines[: rows[0]], lines[rows[0] : rows[-1] + 1]
+    tail = lines[rows[-1] + 1 :]
+    per_run = size // LONG_RUNS
+    with path.open("w", encoding="utf-8", newline="\n") as out:
+        for _ in range(LONG_RUNS):
+            chunk = [*info.init(), *head]
+            written, total, data = 0, len(chunk), 0
+            while written < per_run:
+                block = []
+                for line in sweep:
+                    block.append(line)
+                    if run.DATA_ROW.match(line):
+                        data += 1
+                        while data > run.DATA_FRACTION * (total + len(block)):
+                            block.append(info.call())
+                total += len(block)
+                text = "\n".join(chunk + block) + "\n"
+                out.write(text)
+                written += len(text)
+                chunk = []
+            out.write("\n".join([*tail, *info.teardown()]) + "\n")
+    stamp.write_text(key)
+
+
+def timed(
+    cmd: Sequence[str | Path], env: dict[str, str] | None = None
+) -> tuple[float, float | None, int, str]:
+    """Wall time, peak RSS (MB, with /usr/bin/time -v), exit code, stdout."""
+    argv = [str(c) for c in cmd]
+    with tempfile.NamedTemporaryFile("r", suffix=".time") as tv:
+        if run.TIME_V.exists():
+            argv = [str(run.TIME_V), "-v", "-o", tv.name, *argv]
+        t0 = time.perf_counter()
+        proc = subprocess.run(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.DEVNULL,
+            env=env,
+            check=False,
+        )
+        wall = time.perf_counter() - t0
+        text = tv.read()
+    peak = None
+    for line in text.splitlines():
+        if "Maximum resident set size" in line:
+            peak = int(line.rsplit(":", 1)[1]) / 1024
+    return wall, peak, proc.returncode, proc.stdout.decode(errors="replace")
+
+
+def median(cmd: Sequence[str | Path], reps: int, env: dict[str, str] | None = None):
+    samples = sorted((timed(cmd, env) for _ in range(reps)), key=lambda s: s[0])
+    return samples[len(samples) // 2]
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size", type=run.parse_size, default=run.parse_size("256MiB"))
+    ap.add_argument("--data", type=Path, default=run.DEFAULT_DATA)
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--logs", default="big,longruns", help="comma list: big,longruns")
+    ap.add_argument("--python", type=Path, default=Path(sys.executable))
+    args = ap.parse_args(argv)
+
+    python = args.python
+    tool = python.parent / "ncclparse"
+    if not tool.exists():
+        tool = Path(shutil.which("ncclparse") or "ncclparse")
+    native = subprocess.run(
+        [
+            python,
+            "-c",
+            "from ncclparse.parsers import _lines; "
+            "print(_lines.scan_block is not None)",
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.strip()
+    info = run.machine(python)
+    info["native scanner"] = native
+    for k, v in info.items():
+        run.log(f"{k:>16}: {v}")
+    if native != "True":
+        run.log("the native scanner is not built: pip install -e . (setup.py)")
+
+    args.data.mkdir(parents=True, exist_ok=True)
+    paths: dict[str, Path] = {}
+    wanted = args.logs.split(",")
+    if "big" in wanted:
+        paths["big"] = run.build_inputs(args.data, args.size)["big"]
+    if "longruns" in wanted:
+        paths["longruns"] = args.data / f"longruns-{args.size}.log"
+        build_long_runs(paths["longruns"], args.size)
+    out = args.data / "out"
+    out.mkdir(exist_ok=True)
+    plain = dict(os.environ)
+    plain.pop("NCCLPARSE_NO_EXTENSION", None)
+    fallback = {**plain, "NCCLPARSE_NO_EXTENSION": "1"}
+    grep = shutil.which("grep") or "grep"
+    figures: dict[str, object] = {"machine": info}
+    table = [
+        "| log | lines (data rows) | grep | parse, native | parse, Python | peer "
+        "| native vs grep | Python vs grep | peer vs grep | native vs peer "
+        "| peak RSS native / Python |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, path in paths.items():
+        lines, data_rows = run.count_lines(path)
+        size = run.human(path.stat().st_size)
+        run.log(f"{name}: {size}, {lines:,} lines, {data_rows:,} data rows")
+        timed([grep, "-cE", run.GREP_PATTERN, path])  # warm the page cache
+        g = median([grep, "-cE", run.GREP_PATTERN, path], args.reps)
+        run.log(f"   grep {g[0]:.2f} s (count {g[3].strip()})")
+        parse = [tool, "parse", "-q", path, "-o", out / f"{name}.parquet"]
+        n = median(parse, args.reps, plain)
+        run.log(f"   native {n[0]:.2f} s, exit {n[2]}, {n[1]:.0f} MB")
+        p = median(parse, args.reps, fallback)
+        run.log(f"   Python {p[0]:.2f} s, exit {p[2]}, {p[1]:.0f} MB")
+        q = median([python, run.__file__, "--peer", path], args.reps)
+        run.log(f"   peer {q[0]:.2f} s ({q[3].strip()} rows)")
+        figures[name] = {
+            "bytes": path.stat().st_size,
+            "lines": lines,
+            "data_rows": data_rows,
+            "grep_s": g[0],
+            "native_s": n[0],
+            "python_s": p[0],
+            "peer_s": q[0],
+            "native_rss_mb": n[1],
+            "python_rss_mb": p[1],
+            "peer_rss_mb": q[1],
+        }
+        table.append(
+            f"| {name} {size} | {lines:,} ({data_rows:,}) | {g[0]:.2f} s "
+            f"| {n[0]:.2f} s | {p[0]:.2f} s | {q[0]:.2f} s | {n[0] / g[0]:.1f}x "
+            f"| {p[0] / g[0]:.1f}x | {q[0] / g[0]:.1f}x | {n[0] / q[0]:.2f}x "
+            f"| {n[1]:.0f} / {p[1]:.0f} MB |"
+        )
+    (args.data / "scan.json").write_text(json.dumps(figures, indent=2))
+    print("\n".join(table))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

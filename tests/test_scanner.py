@@ -1,0 +1,424 @@
+"""The native line scanner (issue 17) gives exactly what the Python path gives.
+
+``ncclparse.parsers._scan`` (C, optional) replaces the block filter of
+``_lines.without_nccl_debug``; ``_lines._scan_block`` is its Python reference and the
+fallback. Identical output is the contract: the same lines kept for the same block
+(property tests, every kind of str, lone ``\\r``), and the same tables, accounting
+and warnings for every fixture and example and for generated logs, whichever path
+reads them. The tables are also compared with a reading of every line one by one
+(no block filter at all), the reference of the fast path itself.
+
+Both paths run in every test run: ``scanner`` is parametrized over ``native`` and
+``python``. The native case fails (not skips) when the extension is not built but a
+C compiler is on the machine, so that CI notices a scanner that stopped building.
+"""
+
+from __future__ import annotations
+
+import io
+import itertools
+import math
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import IO
+from unittest import mock
+
+import pytest
+from hypothesis import example, given
+from hypothesis import strategies as st
+
+import ncclparse
+from ncclparse import parsers
+from ncclparse.errors import NcclParseError
+from ncclparse.parsers import _lines
+from ncclparse.parsers._nccl_topology import Facts, scan
+from tests.conftest import FIXTURES
+from tests.test_robustness import HOSTILE_TOKENS, NOISE_LINES, PREFIXES, mutated
+
+try:
+    from ncclparse.parsers import _scan  # type: ignore[attr-defined,unused-ignore]
+
+    NATIVE: _lines.ScanBlock | None = _scan.scan_block
+except ImportError:
+    NATIVE = None
+
+EXAMPLES = Path(__file__).parent.parent / "examples"
+LOGS = sorted(
+    p
+    for p in [*FIXTURES.glob("*/*"), *EXAMPLES.glob("*")]
+    if p.parent.name != "expected" and p.suffix in (".log", ".csv", ".json", ".txt")
+)
+
+
+def _native() -> _lines.ScanBlock:
+    if NATIVE is None:
+        if shutil.which("cc") or shutil.which("gcc"):
+            pytest.fail(
+                "the native scanner is not built although a C compiler is here: "
+                "pip install -e . (see setup.py)"
+            )
+        pytest.skip("no native scanner (no C compiler at install)")
+    return NATIVE
+
+
+@pytest.fixture(params=["native", "python"])
+def scanner(request: pytest.FixtureRequest) -> _lines.ScanBlock | None:
+    """The block filter a test runs with: the extension, or None (Python)."""
+    return _native() if request.param == "native" else None
+
+
+# --- the block filter itself ----------------------------------------------------------
+
+_PIECES = st.sampled_from(
+    (
+        " NCCL INFO ",
+        " NCCL WARN ",
+        " NCCL INFO",
+        "NCCL WARN ",
+        " RCCL INFO ",
+        "host:1:2 [0]",
+        "version",
+        "ailure",
+        "imeout",
+        "_perf",
+        "_per",
+        "versio",
+        " ",
+        "\t",
+        "#",
+        "[",
+        "|",
+        ">",
+        "0",
+        "7",
+        "\n",
+        "\r",
+        "\r\n",
+        "\n\r",
+        "\x00",
+        "\x85",  # NEL: not a line end for newline="" reading
+        "\u2028",  # LINE SEPARATOR: neither
+        "\u00a0",  # NO-BREAK SPACE
+        "\u0663",  # ARABIC-INDIC DIGIT THREE
+        "\U0001f600",  # outside the BMP: a UCS-4 str
+        "\ufffd",
+        "é",
+        "Using network IB",
+        " via NET/IB/0/GDRDMA",
+        "/GDRDMA",
+        " via NET/Socket/1",
+        "L INFO ",
+        "NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB ib0",
+        "NVLS multicast support is not available on dev 0",
+        "comm 0x5 rank 1 nRanks 16 nNodes 2 localRanks 8 localRank 1",
+        "16 coll channels, 0 nvls channels",
+        "Connected NVLS",
+        "CollNet disabled",
+        "nvlsSupport 1",
+        "P2P plugin v8 IBext_v8",
+        "rank 3 Connected CollNet",
+        "NCCL_COLLNET_ENABLE set by environment to 0",
+        "GPU Direct RDMA Enabled",
+    )
+)
+_BLOCK = st.lists(st.one_of(_PIECES, st.text(max_size=8)), max_size=60).map("".join)
+
+
+@given(_BLOCK, st.floats(0, 1))
+@example("a\r\nb NCCL INFO x\rc\n", 1.0)
+@example("h:1:2 [0] NCCL INFO x\r", 1.0)
+@example("h:1:2 [0] NCCL INFO x\r\n" * 3 + "\u2028 NCCL INFO y\n", 1.0)
+@example("\r\r\n\n\r", 0.5)
+@example("x NCCL INFO \U0001f600\n 1 NCCL INFO \n", 1.0)
+def test_native_block_filter_is_the_python_one(block: str, where: float) -> None:
+    end = round(len(block) * where)
+    native = _native()(block, end)
+    python = _lines._scan_block(block, end)
+    assert native[:4] == python[:4]
+    # The facts texts differ (native: only the lines that may state one), the facts
+    # read in them do not.
+    assert len(native[4]) == len(python[4]) == len(python[1]) + 1
+    for mine, reference in zip(native[4], python[4], strict=True):
+        assert _facts(mine) == _facts(reference)
+
+
+def _facts(text: str | None) -> Facts | None:
+    return None if text is None else scan(text)
+
+
+def test_python_block_filter_splits_as_line_iteration() -> None:
+    block = "a\rb\r\nc NCCL INFO d\n\ne NCCL WARN f\r"
+    total, kept, starts, raws, facts = _lines._scan_block(block, len(block))
+    lines = io.StringIO(block, newline="").readlines()
+    assert total == len(lines) == 5
+    assert kept == [0, 1, 3]
+    assert raws == [lines[i] for i in kept]
+    assert [block[s : s + len(r)] for s, r in zip(starts, raws, strict=True)] == raws
+    assert facts == [None] * 4  # no topology fact in the block
+
+
+def test_scanner_is_switched_off_by_the_environment() -> None:
+    code = "from ncclparse.parsers import _lines; print(_lines.scan_block is None)"
+    for value, off in (("1", "True"), ("0", str(NATIVE is None))):
+        env = {"NCCLPARSE_NO_EXTENSION": value, "PATH": "/usr/bin:/bin"}
+        out = subprocess.run(
+            [sys.executable, "-c", code],
+            env=env,
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        assert out.stdout.strip() == off
+
+
+# --- whole parses ---------------------------------------------------------------------
+
+# Small enough that fixtures reach the block filter after their first lines, in
+# several blocks; large enough for format detection to see what it needs.
+_SNIFF = 40
+_CHUNK = 1024
+
+
+@contextmanager
+def reading(scan: _lines.ScanBlock | None, *, per_line: bool = False) -> Iterator[None]:
+    """Parse with ``scan`` as the block filter (None: Python), detection on the first
+    _SNIFF lines and blocks of _CHUNK characters; ``per_line``: no block filter at
+    all, every line read one by one (the reference of the fast path)."""
+
+    def every_line(handle: IO[str], first: int, source: str) -> Iterator[_lines.Line]:
+        numbered = _lines.numbered(_lines.read_lines(handle, source))
+        for line in numbered:
+            yield line._replace(number=line.number + first - 1)
+
+    with (
+        mock.patch.object(_lines, "scan_block", scan),
+        mock.patch.object(_lines, "_CHUNK", _CHUNK),
+        mock.patch.object(parsers, "SNIFF_LINES", _SNIFF),
+        mock.patch.object(
+            parsers,
+            "without_nccl_debug",
+            every_line if per_line else _lines.without_nccl_debug,
+        ),
+    ):
+        yield
+
+
+Outcome = tuple[object, ...]
+
+
+def outcome(data: bytes | str) -> Outcome:
+    """Everything a parse gives: tables (warnings are a runs column), accounting,
+    or the error."""
+    text = data if isinstance(data, str) else data.decode("utf-8", errors="replace")
+    try:
+        result = ncclparse.parse(io.StringIO(text, newline=""), name="log")
+    except NcclParseError as exc:
+        return ("error", type(exc).__name__, str(exc))
+    return (
+        _nan_free(result.measurements.to_pylist()),
+        _nan_free(result.runs.to_pylist()),
+        result.accounting,
+        result.measurements.schema,
+        result.runs.schema,
+    )
+
+
+def _nan_free(value: object) -> object:
+    """``value`` with each NaN replaced by a marker (NaN equals nothing, not even the
+    NaN the other path read)."""
+    if isinstance(value, float) and math.isnan(value):
+        return "<NaN>"
+    if isinstance(value, dict):
+        return {k: _nan_free(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_nan_free(v) for v in value]
+    return value
+
+
+def both(data: bytes | str, scan: _lines.ScanBlock | None) -> tuple[Outcome, Outcome]:
+    """The parse with ``scan`` as the filter and the parse reading every line."""
+    with reading(scan):
+        fast = outcome(data)
+    with reading(None, per_line=True):
+        slow = outcome(data)
+    return fast, slow
+
+
+# NCCL_DEBUG=INFO chatter put inside each log, so that a good share of every log is
+# read by the block filter: plain lines (skipped), topology facts (scanned in the
+# skipped text), and lines the filter must keep (version, failure, prefixes, CR).
+CHATTER = (
+    "node1:100:100 [0] NCCL INFO Bootstrap : Using ib0:10.0.0.1<0>\n"
+    "node1:100:100 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB [1]mlx5_1:1/IB ; OOB ib0\n"
+    "node1:100:100 [0] NCCL INFO Using network IB\n"
+    "node1:100:101 [0] NCCL INFO Channel 00/0 : 0[0] -> 8[0] [send] via NET/IB/0/GDRDMA\n"
+    "node1:100:101 [1] NCCL INFO comm 0x5 rank 1 nRanks 16 nNodes 2 localRanks 8 localRank 1\n"
+    "node1:100:100 [0] NCCL INFO cudaDriverVersion 12020\n"
+    "node1:100:100 [0] NCCL WARN NET/IB : Got async event : port error\n"
+    "node1:100:100 [0] NCCL INFO AllReduce: opCount 1 sendbuff 0x7f recvbuff 0x7f count 2\n"
+    "node1:100:100 [0] NCCL INFO AllReduce: opCount 2 sendbuff 0x7f recvbuff 0x7f count 2\r\n"
+    "node1:100:100 [0] NCCL INFO redraw\rnode1:100:100 [0] NCCL INFO shown\n"
+    "[1,0]<stdout>:node1:100:100 [0] NCCL INFO prefixed\n"
+    "node1:100:100 [0] NCCL INFO NVLS multicast support is not available on dev 0\n"
+)
+
+
+def with_chatter(data: bytes) -> str:
+    """``data`` with CHATTER after every 7th line and at the end."""
+    lines = data.decode("utf-8", errors="replace").splitlines(keepends=True)
+    out = []
+    for i, line in enumerate(lines):
+        out.append(line)
+        if i % 7 == 6:
+            out.append(CHATTER)
+    out.append(CHATTER)
+    return "".join(out)
+
+
+@pytest.mark.parametrize("path", LOGS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_log_parses_identically(
+    path: Path, scanner: _lines.ScanBlock | None
+) -> None:
+    data = path.read_bytes()
+    fast, slow = both(data, scanner)
+    assert fast == slow
+    fast, slow = both(with_chatter(data), scanner)
+    assert fast == slow
+
+
+def test_there_are_logs() -> None:
+    assert len(LOGS) >= 100
+    assert any(p.parent == EXAMPLES for p in LOGS)
+
+
+# Lines with what a native reader could get wrong: numbers Python reads and C may
+# not (or the reverse), Unicode spaces and digits, CR redraws, very long lines.
+_ODD = st.sampled_from(
+    (
+        *HOSTILE_TOKENS,
+        "1_000",
+        "0x10",
+        "0x1p3",
+        "infinity",
+        "9223372036854775807",
+        "18446744073709551616",
+        "\u0663\u0662",
+        "1\u00a02",
+        "\u2003",
+        "\r",
+        "\x0b",
+        "\x0c",
+        "\x1c",
+        "\x85",
+        "\u2028",
+    )
+)
+_ROW = st.lists(
+    st.one_of(
+        _ODD,
+        st.sampled_from(("8", "2", "float", "sum", "-1", "0", "1.23", "N/A")),
+    ),
+    min_size=1,
+    max_size=14,
+).map(lambda words: "     " + "  ".join(words))
+_GENERATED_LINE = st.one_of(
+    _ROW,
+    st.sampled_from(NOISE_LINES),
+    st.sampled_from(CHATTER.splitlines()),
+    st.tuples(st.sampled_from(PREFIXES), st.sampled_from(CHATTER.splitlines())).map(
+        "".join
+    ),
+    st.sampled_from(("#", "# nThread 1 nGpus 1 minBytes 8 maxBytes 128", "")),
+)
+
+
+@st.composite
+def generated_logs(draw: st.DrawFn) -> str:
+    """A real log cut in two and generated lines put between: odd values, chatter,
+    line ends of every kind, perhaps a long line."""
+    seed = (FIXTURES / "nccl" / draw(st.sampled_from(NCCL_SEEDS))).read_text(
+        errors="replace"
+    )
+    lines = seed.splitlines(keepends=True)
+    cut = draw(st.integers(0, len(lines)))
+    body = draw(st.lists(_GENERATED_LINE, max_size=60))
+    ends = draw(st.lists(st.sampled_from(("\n", "\r\n", "\r")), min_size=len(body) + 1))
+    if draw(st.booleans()):  # a long line (longer than MAX_LINE: below)
+        body.insert(draw(st.integers(0, len(body))), "x NCCL INFO " + "9" * 5000)
+    text = "".join(lines[:cut]) + "".join(
+        itertools.chain.from_iterable(zip(body, ends, strict=False))
+    )
+    return text + "".join(lines[cut:])
+
+
+NCCL_SEEDS = sorted(p.name for p in (FIXTURES / "nccl").glob("*.log"))
+
+
+@given(generated_logs())
+def test_generated_logs_parse_identically(text: str) -> None:
+    native = _native()
+    with reading(native):
+        fast = outcome(text)
+    with reading(None):
+        python = outcome(text)
+    assert fast == python
+    with reading(None, per_line=True):
+        assert fast == outcome(text)
+
+
+@given(mutated())
+def test_mutated_logs_parse_identically(data: bytes) -> None:
+    native = _native()
+    with reading(native):
+        fast = outcome(data)
+    with reading(None):
+        assert fast == outcome(data)
+
+
+def _long_lines(extra: int, end: str) -> str:
+    seed = (FIXTURES / "nccl" / NCCL_SEEDS[0]).read_text(errors="replace")
+    long = "h:1:2 [0] NCCL INFO " + "7" * (_lines.MAX_LINE + extra)
+    return seed + CHATTER * 3 + long + "\n" + CHATTER + " 8 " + long + end + seed
+
+
+@pytest.mark.parametrize("end", ["\n", "\r\n", "\r"])
+@pytest.mark.parametrize("extra", [-1, 0, 5, 3 * _CHUNK])
+def test_very_long_lines_parse_identically(
+    extra: int, end: str, scanner: _lines.ScanBlock | None
+) -> None:
+    """Lines around MAX_LINE (cut and marked incomplete by the reader), in the
+    middle of a log and of NCCL chatter, one spanning several blocks."""
+    text = _long_lines(extra, end)
+    with reading(scanner):
+        fast = outcome(text)
+    with reading(None):
+        assert fast == outcome(text)
+    with reading(None, per_line=True):
+        assert fast == outcome(text)
+
+
+@pytest.mark.parametrize("ending", ["\r", "\r\n"])
+def test_lines_of_other_endings_are_numbered_as_the_reader_numbers_them(
+    ending: str, scanner: _lines.ScanBlock | None
+) -> None:
+    """Every line ended by a lone "\r" (or "\r\n"), more than MAX_LINE in all: the
+    block path cuts its blocks at those endings as the per-line reader splits lines
+    (cut at "\n" only, a file of lone "\r" was one overlong line: 1 line of 14,812)."""
+    seed = (FIXTURES / "nccl" / NCCL_SEEDS[0]).read_text(errors="replace")
+    unit = (seed + CHATTER).replace("\n", ending)
+    text = unit * (_lines.MAX_LINE // len(unit) + 2)
+    expected = list(_lines.numbered(_lines.read_lines(_stream(text), "log")))
+    with mock.patch.object(_lines, "scan_block", scanner):
+        found = list(_lines.without_nccl_debug(_stream(text), 1, "log"))
+    lines = [x for x in found if isinstance(x, _lines.Line)]
+    skipped = sum(x.lines for x in found if isinstance(x, _lines.Skipped))
+    assert len(lines) + skipped == len(expected) > 14_000
+    assert lines == [expected[line.number - 1] for line in lines]
+
+
+def _stream(text: str) -> io.StringIO:
+    return io.StringIO(text, newline="")
