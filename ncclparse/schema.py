@@ -12,6 +12,7 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
+from ncclparse.arrays import array, empty_table
 from ncclparse.errors import SchemaError
 
 # Schema history:
@@ -230,7 +231,7 @@ def _build(schema: pa.Schema, columns: Mapping[str, Sequence[Any]]) -> pa.Table:
         values = columns.get(field.name)
         if values is None:
             values = [None] * length
-        arrays.append(pa.array(values, type=field.type))
+        arrays.append(array(values, field.type))
     table = pa.Table.from_arrays(arrays, schema=schema)
     conform(table, schema)
     return table
@@ -275,7 +276,7 @@ def _empty_column(field: pa.Field[pa.DataType], rows: int) -> pa.Array[Any]:
     empty: list[Any] | None = (
         [] if pa.types.is_list(field.type) and not field.nullable else None
     )
-    return pa.array([empty] * rows, type=field.type)
+    return array([empty] * rows, field.type)
 
 
 def _same_type(found: pa.DataType, expected: pa.DataType) -> bool:
@@ -287,4 +288,4 @@ def _same_type(found: pa.DataType, expected: pa.DataType) -> bool:
 
 def empty_measurements() -> pa.Table:
     """An empty ``measurements`` table with the full schema."""
-    return MEASUREMENTS_SCHEMA.empty_table()
+    return empty_table(MEASUREMENTS_SCHEMA)

@@ -23,6 +23,7 @@ import pyarrow.feather as feather
 import pyarrow.parquet as pq
 
 from ncclparse import schema
+from ncclparse.arrays import array, empty_table
 from ncclparse.errors import InputError, NcclParseError
 
 FORMATS = ("parquet", "arrow", "csv", "jsonl")
@@ -117,7 +118,7 @@ def batch_writer(
         with pa.ipc.new_file(handle, schema) as ipc:  # type: ignore[arg-type]
             yield ipc.write_batch
     elif fmt == "csv":
-        with pa_csv.CSVWriter(handle, _flat(schema.empty_table()).schema) as csv:
+        with pa_csv.CSVWriter(handle, _flat(empty_table(schema)).schema) as csv:
             yield lambda batch: csv.write_table(_flat(pa.Table.from_batches([batch])))
     elif fmt == "jsonl":
         yield lambda batch: _write_jsonl(batch, handle)
@@ -230,10 +231,10 @@ def _flat(table: pa.Table) -> pa.Table:
     for field, column in zip(table.schema, table.columns, strict=True):
         if pa.types.is_map(field.type):
             values = [json.dumps(dict(v or ())) for v in column.to_pylist()]
-            columns.append(pa.array(values, type=pa.string()))
+            columns.append(array(values, pa.string()))
         elif pa.types.is_list(field.type):
             values = [json.dumps(_jsonable(v)) for v in column.to_pylist()]
-            columns.append(pa.array(values, type=pa.string()))
+            columns.append(array(values, pa.string()))
         else:
             columns.append(column)
     return pa.Table.from_arrays(columns, names=table.column_names)

@@ -14,6 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from ncclparse import schema
+from ncclparse.arrays import array
 
 from ._lines import Line
 from ._spill import RowSpill
@@ -387,9 +388,9 @@ def _with_run_columns(
     arrays = []
     for f in schema.MEASUREMENT_FIELDS:
         if f.name in shared:
-            arrays.append(pa.array([shared[f.name]] * batch.num_rows, type=f.type))
+            arrays.append(array([shared[f.name]] * batch.num_rows, f.type))
         elif f.name == "collective" and collective is not None:
-            arrays.append(pa.array([collective] * batch.num_rows, type=f.type))
+            arrays.append(array([collective] * batch.num_rows, f.type))
         else:
             arrays.append(batch.column(f.name))
     return pa.RecordBatch.from_arrays(arrays, schema=schema.MEASUREMENTS_SCHEMA)

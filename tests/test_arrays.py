@@ -1,0 +1,131 @@
+"""Arrow arrays built from buffers (ncclparse.arrays) are pa.array's, and parsing
+imports no pandas (issue 17: ~0.4 s of CPU per process)."""
+
+from __future__ import annotations
+
+import math
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from ncclparse import schema
+from ncclparse.arrays import array, empty_table
+
+ROOT = Path(__file__).parent.parent
+
+_INT64 = st.integers(-(2**63), 2**63 - 1)
+_INT32 = st.integers(-(2**31), 2**31 - 1)
+_FLOAT = st.floats(allow_nan=True, allow_infinity=True)
+_TEXT = st.text(st.characters(exclude_categories=["Cs"]), max_size=8)
+_MAYBE = st.none
+STRATEGIES: dict[pa.DataType, st.SearchStrategy[Any]] = {
+    pa.int64(): st.one_of(_MAYBE(), _INT64),
+    pa.int32(): st.one_of(_MAYBE(), _INT32),
+    pa.float64(): st.one_of(_MAYBE(), _FLOAT, _INT32),
+    pa.bool_(): st.one_of(_MAYBE(), st.booleans()),
+    pa.string(): st.one_of(_MAYBE(), _TEXT),
+    pa.list_(pa.float64()): st.one_of(_MAYBE(), st.lists(st.one_of(_MAYBE(), _FLOAT))),
+    pa.list_(pa.list_(pa.float64())): st.one_of(
+        _MAYBE(), st.lists(st.one_of(_MAYBE(), st.lists(_FLOAT, max_size=3)))
+    ),
+    pa.list_(pa.string()): st.one_of(_MAYBE(), st.lists(st.one_of(_MAYBE(), _TEXT))),
+    pa.map_(pa.string(), pa.string()): st.lists(st.tuples(_TEXT, _TEXT), max_size=3),
+}
+
+
+def _same(built: pa.Array[Any], expected: pa.Array[Any]) -> None:
+    built.validate(full=True)
+    assert built.type == expected.type
+    assert built.null_count == expected.null_count
+    assert _plain(built.to_pylist()) == _plain(expected.to_pylist())
+
+
+def _plain(value: Any) -> Any:
+    """NaN as a marker (NaN != NaN), containers as lists."""
+    if isinstance(value, float) and math.isnan(value):
+        return "NaN"
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    return value
+
+
+def test_every_column_type_of_the_result_tables_is_covered() -> None:
+    types = {
+        f.type for s in (schema.MEASUREMENTS_SCHEMA, schema.RUNS_SCHEMA) for f in s
+    }
+    assert types <= set(STRATEGIES)
+
+
+@pytest.mark.parametrize("type_", list(STRATEGIES), ids=str)
+@settings(max_examples=60, deadline=None)
+@given(data=st.data())
+def test_built_arrays_are_pa_arrays(type_: pa.DataType, data: st.DataObject) -> None:
+    values = data.draw(st.lists(STRATEGIES[type_], max_size=12))
+    _same(array(values, type_), pa.array(values, type=type_))
+
+
+@pytest.mark.parametrize(
+    ("values", "type_"),
+    [
+        ([2**63], pa.int64()),  # beyond the type: pa.array's error
+        ([True, 2], pa.int64()),  # a bool among numbers: pa.array's rules
+        ([1.5], pa.int64()),
+        (["a", 1], pa.string()),
+        ([None], pa.map_(pa.string(), pa.string())),  # a null map: pa.array builds it
+        (["\ud800"], pa.string()),  # a lone surrogate is no UTF-8
+    ],
+)
+def test_what_buffers_cannot_hold_is_pa_arrays_to_decide(
+    values: list[Any], type_: pa.DataType
+) -> None:
+    try:
+        expected = pa.array(values, type=type_)
+    except Exception as exc:
+        with pytest.raises(type(exc)):
+            array(values, type_)
+    else:
+        _same(array(values, type_), expected)
+
+
+def test_empty_tables_match() -> None:
+    for table in (schema.MEASUREMENTS_SCHEMA, schema.RUNS_SCHEMA):
+        assert empty_table(table).equals(table.empty_table())
+
+
+def test_parsing_and_writing_every_format_imports_no_pandas(tmp_path: Path) -> None:
+    """In a child process where importing pandas fails: the CLI parses every
+    fixture kind and writes each format."""
+    script = f"""
+import sys
+sys.modules["pandas"] = None  # any import of it fails
+from ncclparse.cli.app import cli
+for fmt in ("parquet", "csv", "jsonl", "arrow"):
+    sys.argv = ["ncclparse", "parse", "examples", "tests/fixtures/oneccl",
+                "tests/fixtures/imb", "tests/fixtures/nccl_json", "-q",
+                "--exclude", "*.py",
+                "-o", r"{tmp_path}/m." + fmt, "--runs", r"{tmp_path}/r." + fmt]
+    try:
+        cli()
+    except SystemExit as exc:
+        assert exc.code == 0, (fmt, exc.code)
+print("ok")
+"""
+    done = subprocess.run(
+        [sys.executable, "-c", script],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        check=False,
+        timeout=300,
+    )
+    assert (done.returncode, done.stdout) == (0, "ok\n"), done.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "m.arrow", "m.csv", "m.jsonl", "m.parquet",
+        "r.arrow", "r.csv", "r.jsonl", "r.parquet",
+    ]  # fmt: skip
