@@ -12,7 +12,7 @@ cannot hold (an integer beyond the type, a string that is not valid UTF-8), goes
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -75,37 +75,25 @@ def _build(values: Sequence[Any], type: pa.DataType) -> pa.Array[Any] | None:
 def _nested(
     values: Sequence[Any], type: Any, missing: list[bool]
 ) -> pa.Array[Any] | None:
-    """A list or map array: offsets, then the flattened items built alike."""
+    """A list or map array from its validity, offsets and child (the flattened
+    items, built alike; a map's child is its struct of keys and items)."""
     if not _all(values, lambda v: isinstance(v, list | tuple)):
         return None
     items = [() if v is None else v for v in values]
-    starts = pa.Array.from_buffers(
-        pa.int32(),
-        len(items) + 1,
-        [None, _offsets([len(i) for i in items], np.int32)],
-    )
     flat = [x for item in items for x in item]
-    built: Any
+    child: pa.Array[Any]
     if pa.types.is_map(type):
-        if any(missing) or not all(
-            isinstance(x, tuple | list) and len(x) == 2 for x in flat
-        ):
-            return None  # MapArray.from_arrays takes no mask in pyarrow 15
+        if not all(isinstance(x, tuple | list) and len(x) == 2 for x in flat):
+            return None
         keys = array([k for k, _ in flat], type.key_type)
         vals = array([v for _, v in flat], type.item_type)
-        built = pa.MapArray.from_arrays(starts, keys, vals, type=type)  # type: ignore[call-overload]
-        return cast("pa.Array[Any]", built)
-    child = array(flat, type.value_type)
-    if not any(missing):
-        built = pa.ListArray.from_arrays(starts, child, type=type)  # type: ignore[call-overload]
+        fields = [type.key_field, type.item_field]
+        child = pa.StructArray.from_arrays([keys, vals], fields=fields)
     else:
-        mask = pa.Array.from_buffers(
-            pa.bool_(),
-            len(items),
-            [None, _buffer(np.packbits(missing, bitorder="little"))],
-        )
-        built = pa.ListArray.from_arrays(starts, child, type=type, mask=mask)  # type: ignore[call-overload]
-    return cast("pa.Array[Any]", built)
+        child = array(flat, type.value_type)
+    offsets = _offsets([len(i) for i in items], np.int32)
+    buffers = [_validity(missing), offsets]
+    return pa.Array.from_buffers(type, len(items), buffers, children=[child])
 
 
 def _validity(missing: list[bool]) -> pa.Buffer | None:

@@ -77,7 +77,7 @@ def test_built_arrays_are_pa_arrays(type_: pa.DataType, data: st.DataObject) -> 
         ([True, 2], pa.int64()),  # a bool among numbers: pa.array's rules
         ([1.5], pa.int64()),
         (["a", 1], pa.string()),
-        ([None], pa.map_(pa.string(), pa.string())),  # a null map: pa.array builds it
+        ([None], pa.map_(pa.string(), pa.string())),  # a null map
         (["\ud800"], pa.string()),  # a lone surrogate is no UTF-8
     ],
 )
