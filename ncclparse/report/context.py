@@ -364,10 +364,8 @@ def _block(
     *,
     charted: bool = True,
 ) -> Block:
-    values = {k: _value(v) for k, v in zip(BLOCK_KEYS, key, strict=True)}
+    values, nranks = _key_values(key)
     collective = values["collective"]
-    # groupby hands integer keys back as floats when the column has nulls.
-    nranks = None if values["nranks"] is None else int(values["nranks"])
     rows = rows.sort_values(["size_bytes", "placement"], ascending=[True, False])
     # Every other size is shaded in the table, so both placements of a size pair up.
     stripes = {s: i % 2 == 1 for i, s in enumerate(sorted(set(rows["size_bytes"])))}
@@ -390,8 +388,7 @@ def _block(
         for note in str(text).split("; ")
     )
     table = size_table(size_rows)
-    plateau = judged_rows(rows)
-    plateau = plateau[plateau["plateau"].eq(True)]
+    plateau_busbw, plateau_efficiency = _plateau(rows)
     return Block(
         anchor=anchor,
         title=series_label(values),
@@ -413,8 +410,8 @@ def _block(
         shown=table.shown,
         collapsed=table.collapsed,
         collapsed_text=table.collapsed_text,
-        plateau_busbw_gbps=_median(plateau["busbw_calc_gbps"]),
-        plateau_efficiency=_median(plateau["efficiency"]),
+        plateau_busbw_gbps=plateau_busbw,
+        plateau_efficiency=plateau_efficiency,
     )
 
 
@@ -429,16 +426,14 @@ def _overview_block(
     """A block of a run without a section: what the overview shows (title, ranks,
     peak and plateau), without tables, charts or fits; building every row of a
     thousand runs cost seconds for rows nobody sees."""
-    values = {k: _value(v) for k, v in zip(BLOCK_KEYS, key, strict=True)}
-    nranks = None if values["nranks"] is None else int(values["nranks"])
+    values, nranks = _key_values(key)
     busbw = rows["busbw_calc_gbps"].to_numpy(dtype=float, na_value=math.nan)
     peak = None
     if (~np.isnan(busbw)).any():
         best = rows.iloc[[int(np.nanargmax(busbw))]]
         record = best[[c for c in _SIZE_COLUMNS if c in best]].to_dict("records")[0]
         peak = _size_row(record, False)
-    plateau = judged_rows(rows)
-    plateau = plateau[plateau["plateau"].eq(True)]
+    plateau_busbw, plateau_efficiency = _plateau(rows)
     return Block(
         anchor=anchor,
         title=series_label(values),
@@ -455,9 +450,23 @@ def _overview_block(
         charts=(),
         worst=(),
         notes=(),
-        plateau_busbw_gbps=_median(plateau["busbw_calc_gbps"]),
-        plateau_efficiency=_median(plateau["efficiency"]),
+        plateau_busbw_gbps=plateau_busbw,
+        plateau_efficiency=plateau_efficiency,
     )
+
+
+def _key_values(key: tuple[Any, ...]) -> tuple[dict[str, Any], int | None]:
+    """A block's key by name, and its rank count as an integer (groupby hands
+    integer keys back as floats when the column has nulls)."""
+    values = {k: _value(v) for k, v in zip(BLOCK_KEYS, key, strict=True)}
+    return values, None if values["nranks"] is None else int(values["nranks"])
+
+
+def _plateau(rows: pd.DataFrame) -> tuple[float | None, float | None]:
+    """The median busbw and efficiency over the plateau sizes the verdict judges."""
+    plateau = judged_rows(rows)
+    plateau = plateau[plateau["plateau"].eq(True)]
+    return _median(plateau["busbw_calc_gbps"]), _median(plateau["efficiency"])
 
 
 def _median(column: pd.Series) -> float | None:
