@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ncclparse import schema
-from ncclparse.columns import fill_null, key_codes
+from ncclparse.columns import distinct_rows, fill_null, key_codes
 from ncclparse.efficiency import bandwidth_columns
 from ncclparse.health.history import HistoryView, usable, view_of
 from ncclparse.health.rules import HistoryPolicy
@@ -34,6 +34,7 @@ __all__ = [
     "Selection",
     "baselines",
     "select_baseline",
+    "tag_values",
     "window_start",
 ]
 
@@ -165,8 +166,8 @@ class _Window:
     def _series(self, rows: pa.Table) -> npt.NDArray[np.int64]:
         """Each row's series and size as the window's integer for it."""
         codes = [key_codes(rows[k]) for k in BASELINE_KEYS]
-        found, first, inverse = _distinct(codes)
-        ids = np.empty(len(found), np.int64)
+        first, inverse = distinct_rows(codes)
+        ids = np.empty(len(first), np.int64)
         texts = rows.select(list(BASELINE_KEYS[:-1])).take(first)
         values = [_key(texts[k]).to_pylist() for k in BASELINE_KEYS[:-1]]
         sizes = rows["size_bytes"].take(first).to_pylist()
@@ -175,26 +176,6 @@ class _Window:
             if ids[i] == len(self._keys):
                 self._keys.append(key)
         return ids[inverse]
-
-
-def _distinct(
-    codes: list[npt.NDArray[np.int64]],
-) -> tuple[npt.NDArray[np.int64], npt.NDArray[np.int64], npt.NDArray[np.int64]]:
-    """The distinct rows of integer columns ``codes`` (null: -1): their combined
-    value, the index of each one's first row, and each row's index among them."""
-    combined = np.zeros(len(codes[0]), np.int64)
-    span = 1
-    for column in codes:
-        radix = int(column.max(initial=-1)) + 2
-        if (
-            span * radix >= 1 << 62
-        ):  # too many values to combine: rank the combined so far
-            combined = np.unique(combined, return_inverse=True)[1].astype(np.int64)
-            span = int(combined.max(initial=0)) + 1
-        combined = combined * radix + (column + 1)
-        span *= radix
-    found, first, inverse = np.unique(combined, return_index=True, return_inverse=True)
-    return found, first.astype(np.int64), inverse.astype(np.int64).reshape(-1)
 
 
 def _run_points(
@@ -216,7 +197,7 @@ def _run_points(
         np.int64,
     )
     run = [group, key_codes(history["ingest_key"]), key_codes(history["run"])]
-    _, first, inverse = _distinct(run)
+    first, inverse = distinct_rows(run)
     if len(first) == len(group):
         return group, date, ingested, busbw, time  # each run measured each size once
     # A size repeated in one run: the median of its rows.
@@ -394,11 +375,11 @@ def select_baseline(
         old=dates(tagged[~mine & fit & ~recent]),
         selected=dates(tagged[~mine & fit & recent]),
         oldest=oldest,
-        tag_values=_tag_values(view, runs, tags) if tags else {},
+        tag_values=tag_values(view, runs, tags) if tags else {},
     )
 
 
-def _tag_values(
+def tag_values(
     view: HistoryView, runs: pd.DataFrame, tags: Mapping[str, str]
 ) -> dict[str, Counter[str | None]]:
     """For each key of ``tags``, the runs of the history by their value of it."""
