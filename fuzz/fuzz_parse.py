@@ -4,9 +4,10 @@
     python fuzz/fuzz_parse.py fuzz/corpus -max_total_time=600
 
 The corpus directory is seeded with the real logs of tests/fixtures on first use. A
-crash is any exception other than an NcclParseError, or a result whose tables do not
-conform to the schema or whose line accounting does not add up; atheris then writes
-the input to ./crash-<hash>.
+crash is any exception other than an NcclParseError, a result whose tables do not
+conform to the schema or whose line accounting does not add up, or (with the native
+scanner built) tables, accounting or error that differ from those of the Python
+path; atheris then writes the input to ./crash-<hash>.
 """
 
 from __future__ import annotations
@@ -15,6 +16,8 @@ import io
 import shutil
 import sys
 from pathlib import Path
+from typing import Any
+from unittest import mock
 
 import atheris
 
@@ -24,6 +27,7 @@ with atheris.instrument_imports():
     import ncclparse.api
     import ncclparse.parsers
     from ncclparse import schema
+    from ncclparse.parsers import _lines
 
 FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
 
@@ -31,8 +35,10 @@ FIXTURES = Path(__file__).resolve().parent.parent / "tests" / "fixtures"
 def one_input(data: bytes) -> None:
     try:
         result = ncclparse.parse(io.BytesIO(data), name="fuzz")
-    except ncclparse.NcclParseError:
+    except ncclparse.NcclParseError as exc:
+        _same_in_python(data, str(exc))
         return
+    _same_in_python(data, _tables(result))
     schema.conform(result.measurements, schema.MEASUREMENTS_SCHEMA)
     schema.conform(result.runs, schema.RUNS_SCHEMA)
     lines = len(data.decode("utf-8", errors="replace").splitlines())
@@ -40,6 +46,31 @@ def one_input(data: bytes) -> None:
     # str.splitlines also splits at a few separators the reader keeps inside lines.
     if counted > lines:
         raise AssertionError(f"{counted} lines accounted for, {lines} in the input")
+
+
+def _tables(result: Any) -> Any:
+    # NaN is not equal to itself: compare the printed tables.
+    return (
+        str(result.measurements.to_pylist()),
+        str(result.runs.to_pylist()),
+        result.accounting,
+    )
+
+
+def _same_in_python(data: bytes, native: Any) -> None:
+    """The Python path (no scanner, no row reader) gives what the native one gave."""
+    if _lines.scan_block is None:
+        return
+    with (
+        mock.patch.object(_lines, "scan_block", None),
+        mock.patch.object(_lines, "read_rows", None),
+    ):
+        try:
+            python: Any = _tables(ncclparse.parse(io.BytesIO(data), name="fuzz"))
+        except ncclparse.NcclParseError as exc:
+            python = str(exc)
+    if python != native:
+        raise AssertionError("the native and the Python path differ")
 
 
 def _seed(corpus: Path) -> None:

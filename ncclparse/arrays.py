@@ -11,7 +11,7 @@ cannot hold (an integer beyond the type, a string that is not valid UTF-8), goes
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -42,34 +42,59 @@ def empty_table(schema: pa.Schema) -> pa.Table:
     return pa.Table.from_arrays(columns, schema=schema)
 
 
+_NONE = type(None)
+# The Python types each column type is built from (exactly these: not bool for a
+# number, not a subclass); any other value goes to pa.array, which has its own rules.
+_KINDS = {
+    pa.int32(): frozenset({int, _NONE}),
+    pa.int64(): frozenset({int, _NONE}),
+    pa.float64(): frozenset({float, int, _NONE}),
+    pa.bool_(): frozenset({bool, _NONE}),
+    pa.string(): frozenset({str, _NONE}),
+}
+
+
 def _build(values: Sequence[Any], type: pa.DataType) -> pa.Array[Any] | None:
     n = len(values)
-    missing = [v is None for v in values]
-    validity = _validity(missing)
+    kinds = set(map(_type_of, values))
+    allowed = _KINDS.get(type)
+    if allowed is not None and not kinds <= allowed:
+        return None
+    missing = [v is None for v in values] if _NONE in kinds else None
+    validity = None if missing is None else _validity(missing)
     if type in _NUMBERS:
-        # Python ints (and floats for doubles) only: pa.array has its own rules for
-        # bools, floats in integer columns and NumPy scalars.
-        kinds = (float, int) if type == pa.float64() else (int,)
-        if not _all(values, lambda v: isinstance(v, kinds) and not isinstance(v, bool)):
-            return None
-        numbers = np.array([0 if v is None else v for v in values], _NUMBERS[type])
+        present = values if missing is None else [0 if v is None else v for v in values]
+        numbers = np.array(present, _NUMBERS[type])
         return pa.Array.from_buffers(type, n, [validity, _buffer(numbers)])
     if type == pa.bool_():
-        if not _all(values, lambda v: isinstance(v, bool)):
-            return None
         truth = np.array([v is True for v in values], dtype=bool)
         bits = np.packbits(truth, bitorder="little")
         return pa.Array.from_buffers(type, n, [validity, _buffer(bits)])
     if type == pa.string():
-        if not _all(values, lambda v: isinstance(v, str)):
-            return None
-        encoded = [b"" if v is None else v.encode("utf-8") for v in values]
-        ends = _offsets([len(e) for e in encoded], np.int32)
-        text = pa.py_buffer(b"".join(encoded))
-        return pa.Array.from_buffers(type, n, [validity, ends, text])
+        return _strings(values, validity)
     if pa.types.is_list(type) or pa.types.is_map(type):
-        return _nested(values, type, missing)
+        if not kinds <= {list, tuple, _NONE}:
+            return None
+        return _nested(values, type, missing or [False] * n)
     return None
+
+
+_type_of = type  # `type` is the parameter's name in _build
+
+
+def _strings(values: Sequence[Any], validity: pa.Buffer | None) -> pa.Array[Any]:
+    """A string array; each distinct string is encoded once (columns such as source,
+    dtype or placement repeat a few values over many rows)."""
+    codes: dict[str | None, int] = {}
+    indices = np.fromiter(
+        (codes.setdefault(v, len(codes)) for v in values), np.int64, len(values)
+    )
+    distinct = list(codes)
+    encoded = [b"" if v is None else v.encode("utf-8") for v in distinct]
+    lengths = np.array([len(e) for e in encoded], dtype=np.int64)[indices]
+    ends = _offsets(lengths, np.int32)
+    text = pa.py_buffer(b"".join([encoded[i] for i in indices.tolist()]))
+    return pa.Array.from_buffers(pa.string(), len(values), [validity, ends, text])
 
 
 def _nested(
@@ -77,8 +102,6 @@ def _nested(
 ) -> pa.Array[Any] | None:
     """A list or map array from its validity, offsets and child (the flattened
     items, built alike; a map's child is its struct of keys and items)."""
-    if not _all(values, lambda v: isinstance(v, list | tuple)):
-        return None
     items = [() if v is None else v for v in values]
     flat = [x for item in items for x in item]
     child: pa.Array[Any]
@@ -104,17 +127,14 @@ def _validity(missing: list[bool]) -> pa.Buffer | None:
     return _buffer(np.packbits(valid, bitorder="little"))
 
 
-def _offsets(lengths: list[int], dtype: type[np.signedinteger[Any]]) -> pa.Buffer:
+def _offsets(
+    lengths: Sequence[int] | npt.NDArray[Any], dtype: type[np.signedinteger[Any]]
+) -> pa.Buffer:
     ends: npt.NDArray[Any] = np.zeros(len(lengths) + 1, dtype=np.int64)
     np.cumsum(lengths, out=ends[1:])
     if ends[-1] > np.iinfo(dtype).max:
         raise OverflowError("offsets beyond the type")
     return _buffer(ends.astype(dtype))
-
-
-def _all(values: Sequence[Any], test: Callable[[Any], bool]) -> bool:
-    """Whether every value but None passes ``test``."""
-    return all(v is None or test(v) for v in values)
 
 
 def _buffer(data: npt.NDArray[Any]) -> pa.Buffer:

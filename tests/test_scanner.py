@@ -2,7 +2,9 @@
 
 ``ncclparse.parsers._scan`` (C, optional) replaces the block filter of
 ``_lines.without_nccl_debug``; ``_lines._scan_block`` is its Python reference and the
-fallback. Identical output is the contract: the same lines kept for the same block
+fallback. With it, plain data rows are read natively too (``read_rows``, see
+test_native_rows.py); the native case here runs with both, the Python case with
+neither. Identical output is the contract: the same lines kept for the same block
 (property tests, every kind of str, lone ``\\r``), and the same tables, accounting
 and warnings for every fixture and example and for generated logs, whichever path
 reads them. The tables are also compared with a reading of every line one by one
@@ -43,8 +45,9 @@ try:
     from ncclparse.parsers import _scan  # type: ignore[attr-defined,unused-ignore]
 
     NATIVE: _lines.ScanBlock | None = _scan.scan_block
+    NATIVE_ROWS: _lines.ReadRows | None = _scan.read_rows
 except ImportError:
-    NATIVE = None
+    NATIVE = NATIVE_ROWS = None
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 LOGS = sorted(
@@ -189,13 +192,19 @@ def reading(scan: _lines.ScanBlock | None, *, per_line: bool = False) -> Iterato
     _SNIFF lines and blocks of _CHUNK characters; ``per_line``: no block filter at
     all, every line read one by one (the reference of the fast path)."""
 
-    def every_line(handle: IO[str], first: int, source: str) -> Iterator[_lines.Line]:
-        numbered = _lines.numbered(_lines.read_lines(handle, source))
-        for line in numbered:
-            yield line._replace(number=line.number + first - 1)
+    def every_line(
+        handle: IO[str], first: int, source: str, before: str = ""
+    ) -> Iterator[_lines.Line]:
+        raws = itertools.chain(
+            _lines.read_lines(io.StringIO(before, newline=""), source),
+            _lines.read_lines(handle, source),
+        )
+        yield from _lines.numbered(raws, first)
 
     with (
         mock.patch.object(_lines, "scan_block", scan),
+        # The native row reader comes with the native scanner (Rows batches).
+        mock.patch.object(_lines, "read_rows", None if scan is None else NATIVE_ROWS),
         mock.patch.object(_lines, "_CHUNK", _CHUNK),
         mock.patch.object(parsers, "SNIFF_LINES", _SNIFF),
         mock.patch.object(
@@ -412,7 +421,10 @@ def test_lines_of_other_endings_are_numbered_as_the_reader_numbers_them(
     unit = (seed + CHATTER).replace("\n", ending)
     text = unit * (_lines.MAX_LINE // len(unit) + 2)
     expected = list(_lines.numbered(_lines.read_lines(_stream(text), "log")))
-    with mock.patch.object(_lines, "scan_block", scanner):
+    with (
+        mock.patch.object(_lines, "scan_block", scanner),
+        mock.patch.object(_lines, "read_rows", None),  # every kept line a Line
+    ):
         found = list(_lines.without_nccl_debug(_stream(text), 1, "log"))
     lines = [x for x in found if isinstance(x, _lines.Line)]
     skipped = sum(x.lines for x in found if isinstance(x, _lines.Skipped))

@@ -135,13 +135,15 @@ def test_bulk_reading_gives_the_same_tables(
 def test_the_real_logs_do_go_through_the_bulk_reader(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    seen: list[_lines.Skipped] = []
+    seen: list[object] = []
     read = _lines.without_nccl_debug
 
-    def spy(handle: Any, first: int, source: str) -> Any:
-        for item in read(handle, first, source):
+    def spy(handle: Any, first: int, source: str, before: str = "") -> Any:
+        for item in read(handle, first, source, before):
             if isinstance(item, _lines.Skipped) and item.topology is not None:
-                seen.append(item)
+                seen.append(item.topology)
+            elif isinstance(item, _lines.Rows):
+                seen.extend(item.facts.values())
             yield item
 
     monkeypatch.setattr(parsers, "SNIFF_LINES", 40)

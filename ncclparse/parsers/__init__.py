@@ -21,8 +21,10 @@ from ncclparse.errors import UnknownLogFormatError
 from . import imb, nccl_tests, nccl_tests_json, oneccl, oneccl_csv
 from ._lines import (
     Line,
+    Rows,
     Skipped,
     Source,
+    is_whole,
     numbered,
     open_source,
     read_lines,
@@ -55,8 +57,9 @@ class Parser(Protocol):
     """The contract of a parser module.
 
     ``READS_SKIPPED``: the parser also takes :class:`Skipped` items, runs of plain NCCL
-    debug lines counted in bulk instead of read one by one (``_lines``); the others
-    get every line as a :class:`Line`.
+    debug lines counted in bulk instead of read one by one (``_lines``), and
+    :class:`Rows` batches of lines that may be data rows (with the native reader);
+    the others get every line as a :class:`Line`.
     """
 
     NAME: str
@@ -82,16 +85,24 @@ def parse_lines(
     Runs go to ``emit`` in source order (by first line), as soon as they are final.
     Raises UnknownLogFormatError when no parser recognises the input.
     """
-    lines = numbered(read_lines(handle, source))
-    head = list(itertools.islice(lines, SNIFF_LINES))
+    raw_lines = read_lines(handle, source)
+    raws = list(itertools.islice(raw_lines, SNIFF_LINES))
+    head = list(numbered(raws))
     for parser in PARSERS:
         if parser.sniff(head):
-            rest: Iterable[Line | Skipped] = lines
-            if parser.READS_SKIPPED:
-                rest = without_nccl_debug(handle, len(head) + 1, source)
-            # Skipped items reach only parsers that declare READS_SKIPPED.
-            stream = cast("Iterable[Line]", itertools.chain(head, rest))
-            return parser.parse(stream, source, emit)
+            # Skipped and Rows items reach only parsers that declare READS_SKIPPED;
+            # they read the lines detection looked at through the block filter too.
+            stream: Iterable[Line | Skipped | Rows]
+            if parser.READS_SKIPPED and all(map(is_whole, raws)):
+                stream = without_nccl_debug(handle, 1, source, "".join(raws))
+            else:
+                rest: Iterable[Line | Skipped | Rows] = numbered(
+                    raw_lines, len(raws) + 1
+                )
+                if parser.READS_SKIPPED:
+                    rest = without_nccl_debug(handle, len(raws) + 1, source)
+                stream = itertools.chain(head, rest)
+            return parser.parse(cast("Iterable[Line]", stream), source, emit)
     first = next(((ln.number, ln.text) for ln in head if ln.text.strip()), None)
     if first is None:
         raise UnknownLogFormatError(source, None)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import importlib
 import io
+import itertools
 import lzma
 import os
 import re
@@ -24,19 +25,28 @@ from ._nccl_topology import Facts, holds_facts, scan
 NO_EXTENSION = "NCCLPARSE_NO_EXTENSION"
 ScanResult = tuple[int, list[int], list[int], list[str], list[str | None]]
 ScanBlock = Callable[[str, int], ScanResult]
+# Per line: (its number of tokens, its row dicts), or None for the parser to read.
+RowsRead = list[tuple[int, tuple[dict[str, Any], ...]] | None]
+ReadRows = Callable[[list[int], list[str], tuple[Any, ...]], RowsRead]
 
 
-def _native_scanner() -> ScanBlock | None:
+def _native() -> Any:
+    """The extension module, or None (not built, or turned off)."""
     if os.environ.get(NO_EXTENSION, "") not in ("", "0"):
         return None
     try:
-        from ._scan import scan_block  # type: ignore[import-not-found,unused-ignore]
+        from . import _scan  # type: ignore[attr-defined,unused-ignore]
     except ImportError:
         return None
-    return cast("ScanBlock", scan_block)
+    return _scan
 
 
-scan_block: ScanBlock | None = _native_scanner()
+_NATIVE = _native()
+scan_block: ScanBlock | None = None if _NATIVE is None else _NATIVE.scan_block
+# The native reader of plain data rows (nccl_tests._Parser.feed_rows). With it, the
+# block reader hands lines that may be rows over in Rows batches; without it, every
+# line is a Line as before (the reference: the tables are the same).
+read_rows: ReadRows | None = None if _NATIVE is None else _NATIVE.read_rows
 
 # Launchers and log collectors put these before every line; they are not part of the
 # benchmark's output (schema.md: stripped before reading, `line` unchanged).
@@ -124,13 +134,26 @@ def read_lines(handle: IO[str], source: str) -> Iterator[str]:
         yield raw
 
 
-def numbered(raw_lines: Iterable[str]) -> Iterator[Line]:
-    """Number raw lines (with their endings), strip CR/LF and launcher prefixes."""
-    for number, raw in enumerate(raw_lines, start=1):
-        yield _line(number, raw)
+class Rows(NamedTuple):
+    """Lines that start with a blank (where data rows are) with nothing but plain
+    NCCL debug lines between them: the lines between two numbers are such lines.
+    The parser may read the rows among them natively."""
+
+    numbers: list[int]
+    raws: list[str]  # with their endings
+    # The topology facts the plain lines before numbers[k] state, by k.
+    facts: dict[int, Facts]
 
 
-def _line(number: int, raw: str) -> Line:
+def numbered(raw_lines: Iterable[str], start: int = 1) -> Iterator[Line]:
+    """Number raw lines (with their endings) from ``start``, strip CR/LF and launcher
+    prefixes."""
+    for number, raw in enumerate(raw_lines, start=start):
+        yield as_line(number, raw)
+
+
+def as_line(number: int, raw: str) -> Line:
+    """The Line of raw line ``raw`` (with its ending), numbered ``number``."""
     # The reader splits at \r too (newline=""), so a lone \r also ends a line.
     complete = raw.endswith(("\n", "\r"))
     text = raw.rstrip("\r\n")
@@ -149,9 +172,11 @@ _READ_FIRST = frozenset(" \t#[|>0123456789")
 
 
 def without_nccl_debug(
-    handle: IO[str], first: int, source: str
-) -> Iterator[Line | Skipped]:
-    """The lines of ``handle`` (numbered from ``first``), runs of NCCL debug as Skipped.
+    handle: IO[str], first: int, source: str, before: str = ""
+) -> Iterator[Line | Skipped | Rows]:
+    """The lines of ``before`` then ``handle`` (numbered from ``first``), runs of NCCL
+    debug as Skipped. ``before``: whole lines already read from ``handle`` (with their
+    endings; the last may have none only if ``handle`` is at its end).
 
     A plain NCCL debug line (``host:pid:tid [dev] NCCL INFO ...`` with no launcher
     prefix, mentioning no version, failure, timeout or benchmark binary) can only be
@@ -164,28 +189,50 @@ def without_nccl_debug(
     regular expression with a literal prefix: C speed) tells whether it has any, and
     only then each run of skipped lines is scanned as one text; the facts it states
     (not its lines) ride on its :class:`Skipped`.
+
+    With the native row reader, kept lines that start with a blank come in
+    :class:`Rows` batches instead of one Line each.
     """
     number = first - 1
     carry = ""
-    while block := handle.read(_CHUNK):
+    batching = read_rows is not None
+    blocks = itertools.chain((before,), iter(lambda: handle.read(_CHUNK), ""))
+    for block in blocks:
         block = carry + block
         cut = _last_line_end(block)
         carry = block[cut:]
         total, kept, _, raws, facts = (scan_block or _scan_block)(block, cut)
         previous = -1  # the last kept line
+        numbers: list[int] = []  # the Rows batch being gathered
+        batch: list[str] = []
+        batch_facts: dict[int, Facts] = {}
         for i, raw, text in zip(kept, raws, facts, strict=False):
-            if i - previous > 1:
-                topology = scan(text) if text is not None else None
-                yield Skipped(i - previous - 1, number + i, topology)
-            yield _line(number + i + 1, raw)
+            gap = i - previous - 1
+            topology = scan(text) if gap and text is not None else None
+            row = batching and raw[0] == " "
+            within = row and bool(numbers)  # the plain lines before go with the batch
+            if numbers and not within:
+                yield Rows(numbers, batch, batch_facts)
+                numbers, batch, batch_facts = [], [], {}
+            if gap and not within:
+                yield Skipped(gap, number + i, topology)
+            elif topology is not None:
+                batch_facts[len(numbers)] = topology
+            if row:
+                numbers.append(number + i + 1)
+                batch.append(raw)
+            else:
+                yield as_line(number + i + 1, raw)
             previous = i
+        if numbers:
+            yield Rows(numbers, batch, batch_facts)
         if total - previous > 1:
             topology = scan(facts[-1]) if facts[-1] is not None else None
             yield Skipped(total - previous - 1, number + total, topology)
         number += total
         if len(carry) > MAX_LINE:  # a line with no end in sight: cut it, skip the rest
             number += 1
-            yield _line(number, carry)
+            yield as_line(number, carry)
             if carry.endswith("\r"):  # its end is here; a "\n" may follow
                 following = handle.read(1)
                 carry = "" if following == "\n" else following
@@ -193,7 +240,13 @@ def without_nccl_debug(
                 carry = _skip_rest_of_line(handle, source)
     for raw in io.StringIO(carry, newline=""):
         number += 1
-        yield _line(number, raw)
+        yield as_line(number, raw)
+
+
+def is_whole(raw: str) -> bool:
+    """Whether ``raw``, a line from :func:`read_lines`, is the whole line: it has its
+    ending, or is the input's last line (one cut at MAX_LINE is longer)."""
+    return raw.endswith(("\n", "\r")) or len(raw) <= MAX_LINE
 
 
 def _last_line_end(block: str) -> int:

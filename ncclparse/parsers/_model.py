@@ -17,7 +17,7 @@ from ncclparse import schema
 from ncclparse.arrays import array
 
 from ._lines import Line
-from ._spill import RowSpill
+from ._spill import RUN_COLUMNS, RowSpill
 
 # Kinds of input line for the accounting rule of schema.md: every line is one of these.
 LINE_KINDS = (
@@ -262,13 +262,14 @@ class Collector:
     ) -> None:
         self.on_batch = on_batch
         self.batches: list[pa.RecordBatch] = []
-        self.measurements: dict[str, list[Any]] = {
-            name: [] for name in schema.MEASUREMENT_COLUMNS
-        }
+        # Rows not yet converted, and per run (how many of them, its shared values):
+        # columns are built once per batch, not once per run (a log may hold tens of
+        # thousands of small runs).
+        self._rows: list[dict[str, Any]] = []
+        self._shared: list[tuple[int, dict[str, Any]]] = []
         self.runs: dict[str, list[Any]] = {name: [] for name in schema.RUN_COLUMNS}
         self.run_batches: list[pa.RecordBatch] = []
         self.accounting: dict[str, Counter[str]] = {}
-        self._buffered = 0
 
     def add_run(self, source: str, index: int, run: Run) -> None:
         """Append one run (the ``index``-th of its source) and its rows."""
@@ -278,19 +279,27 @@ class Collector:
                 setattr(run, name, None)
         rows = self._add_rows(source, index, run)
         self._add_run(source, index, run, rows)
-        if self._buffered >= BATCH_ROWS:
+        if len(self._rows) >= BATCH_ROWS:
             self.flush()
         if len(self.runs["run"]) >= BATCH_RUNS:
             self._flush_runs()
 
     def flush(self) -> None:
         """Convert the buffered rows to record batches and hand them on."""
-        if not self._buffered:
+        rows, shared = self._rows, self._shared
+        if not rows:
             return
-        table = schema.measurements_table(self.measurements)
-        for values in self.measurements.values():
-            values.clear()
-        self._buffered = 0
+        self._rows, self._shared = [], []
+        columns: dict[str, list[Any]] = {}
+        # Column by column: one comprehension per column is much cheaper than a
+        # Python loop over every (row, column) pair.
+        for name in schema.MEASUREMENT_COLUMNS:
+            if name in RUN_COLUMNS:
+                columns[name] = [v for n, run in shared for v in [run[name]] * n]
+            else:
+                default = _ROW_DEFAULTS.get(name)
+                columns[name] = [row.get(name, default) for row in rows]
+        table = schema.measurements_table(columns)
         for batch in table.to_batches():
             self._hand_on(batch)
 
@@ -327,15 +336,9 @@ class Collector:
         }
         run.seal_rows()
         rows = in_range(run, run.rows)
-        # Column by column: one comprehension per column is much cheaper than a
-        # Python loop over every (row, column) pair.
-        for name, values in self.measurements.items():
-            if name in shared:
-                values.extend([shared[name]] * len(rows))
-            else:
-                default = _ROW_DEFAULTS.get(name)
-                values.extend([row.get(name, default) for row in rows])
-        self._buffered += len(rows)
+        if rows:
+            self._rows.extend(rows)
+            self._shared.append((len(rows), shared))
         count = len(rows)
         if run.spill is not None:
             self.flush()  # the rows in memory come before the spilled ones

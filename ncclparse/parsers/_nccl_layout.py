@@ -96,6 +96,44 @@ class Layout:
         return len(self.half) * len(self.placements) + (2 if self.timestamp else 0)
 
 
+# The metric codes of the native row reader (_scan.c, read_rows), in its order.
+_METRIC_CODES = {
+    name: code
+    for code, name in enumerate(
+        ("time", "algbw", "busbw", "wrong", "i_min", "i_max", "i_p99", "i_cv")
+    )
+}
+_MAX_LABELS = 8  # redop/root columns the native reader takes
+
+
+def row_spec(layout: Layout, iter_skipped: int | None) -> tuple[Any, ...] | None:
+    """``layout`` as the native row reader takes it (``_scan.read_rows``), or None
+    for a layout it reads no row of (a timestamp, more than two placement blocks, a
+    metric it does not know or twice). ``iter_skipped``: what every block gets as
+    its ``iter_skipped`` when the layout has ``i_p99`` (the run's -K)."""
+    half = layout.half
+    labels = sum(1 for k in layout.keys[3:] if k in ("redop", "root"))
+    if (
+        layout.timestamp
+        or not 1 <= len(layout.placements) <= 2
+        or "time" not in half
+        or len(set(half)) != len(half)
+        or not all(name in _METRIC_CODES for name in half)
+        or labels > _MAX_LABELS
+    ):
+        return None
+    return (
+        labels,
+        tuple(_METRIC_CODES[name] for name in half),
+        layout.placements,
+        layout.time_in_ms,
+        layout.cputime,
+        layout.wrong_kind,
+        iter_skipped if "i_p99" in half else None,
+        DTYPES,
+    )
+
+
 def is_names_line(words: list[str]) -> bool:
     """True for the column-names header line (``size count type ... time algbw``)."""
     lowered = [w.lower() for w in words]

@@ -1,5 +1,6 @@
 /* Native line scanner for ncclparse (issue 17): the block filter of
- * ncclparse.parsers._lines.without_nccl_debug in C.
+ * ncclparse.parsers._lines.without_nccl_debug in C, and a reader of plain
+ * nccl-tests data rows (read_rows, further down).
  *
  * scan_block(block, end) splits block[:end] into lines exactly as
  * io.StringIO(block[:end], newline="").readlines() does (a line ends after "\n",
@@ -21,15 +22,19 @@
  *
  * Every kind of str is read (ASCII/Latin-1, UCS-2, UCS-4): the tested substrings
  * are ASCII and the line endings are only "\r" and "\n", so the result is the same
- * whatever else the text holds. Nothing here decides what a kept line means: that
- * stays with the Python parser, the reference.
+ * whatever else the text holds. The filter decides nothing about what a kept
+ * line means; read_rows reads only lines whose meaning the Python parser, the
+ * reference, has already settled (a plain row of the table it is in) and gives
+ * None for every other, which the parser then reads itself.
  */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* memmem */
 #endif
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <math.h>
 #include <string.h>
+#include <strings.h>
 
 static const char READ_FIRST[] = " \t#[|>0123456789";
 
@@ -346,10 +351,492 @@ fail:
     return NULL;
 }
 
+/* ---------------------------------------------------------------------------
+ * read_rows(numbers, raws, spec): the measurement rows of plain nccl-tests data
+ * lines, as the Python parser (nccl_tests._Parser._data/_row with
+ * _nccl_layout.read_row) would build them for a run in its table, or None for a
+ * line it must read itself.
+ *
+ * spec (built by _nccl_rows.row_spec from a Layout) is
+ *   (labels, half, placements, time_in_ms, cputime, wrong_kind, iter_skipped,
+ *    dtypes)
+ * labels: how many redop/root key columns the layout has after `type`; half: the
+ * metric of each column of a placement block (M_* codes below); placements: the
+ * block names; wrong_kind: the layout's, or None (decided per row); iter_skipped:
+ * the int every block gets as "iter_skipped", or None; dtypes: printed type names
+ * to schema dtypes.
+ *
+ * A line is read here only when nothing about it needs the parser's judgement: it
+ * ends with a line ending and holds no other "\r"; it is printable ASCII with
+ * blanks and tabs between tokens and starts with a blank; it holds no "CCL ",
+ * "ailure" or "imeout"; size and count are plain digits (at most 18 significant);
+ * the type is a known one; the key tokens between type and the metrics are at
+ * most `labels` (an integer one a root within int32); every metric token is a
+ * number as _nccl_layout._FLOAT reads one, or N/A; none is marked "*"; time,
+ * algbw and busbw are finite and not negative; and a block is either wholly
+ * printed or N/A in time, algbw and busbw. Any other line gives None, and the
+ * parser reads it line by line (the reference). Each read line gives
+ * (number of tokens, (row dict per printed block, ...)).
+ * ------------------------------------------------------------------------- */
+
+enum { M_TIME, M_ALGBW, M_BUSBW, M_WRONG, M_IMIN, M_IMAX, M_IP99, M_ICV, M_KINDS };
+
+#define MAX_ROW_LINE 4096
+#define MAX_TOKENS 64
+
+/* Row dict keys in the order _row inserts them. */
+enum {
+    K_LINE, K_PLACEMENT, K_REPORTED, K_SIZE, K_COUNT, K_DTYPE, K_REDOP, K_ROOT,
+    K_TIME, K_ALGBW, K_BUSBW, K_WRONG, K_TMIN, K_TMAX, K_TP99, K_STDDEV,
+    K_WRONG_KIND, K_CPUTIME, K_TIMESTAMP, K_ITER_SKIPPED, K_KEYS
+};
+static const char *KEY_NAMES[K_KEYS] = {
+    "line", "placement", "reported_bytes", "size_bytes", "count", "dtype", "redop",
+    "root", "time_us", "algbw_gbps", "busbw_gbps", "wrong", "time_min_us",
+    "time_max_us", "time_p99_us", "stddev_pct", "wrong_kind", "cputime",
+    "timestamp", "iter_skipped",
+};
+/* The row key of each metric after time (M_ALGBW ...). */
+static const int METRIC_KEY[M_KINDS] = {
+    K_TIME, K_ALGBW, K_BUSBW, K_WRONG, K_TMIN, K_TMAX, K_TP99, K_STDDEV,
+};
+static PyObject *keys[K_KEYS];
+static PyObject *str_count, *str_deviation;
+
+typedef struct {
+    Py_ssize_t start, length;
+} Token;
+
+static int
+is_digit(char c)
+{
+    return c >= '0' && c <= '9';
+}
+
+static Py_ssize_t
+digits(const char *s, Py_ssize_t i, Py_ssize_t n)
+{
+    Py_ssize_t j = i;
+    while (j < n && is_digit(s[j]))
+        j++;
+    return j - i;
+}
+
+/* _nccl_layout._FLOAT: [-+]?((\d+\.?\d*|\.\d+)(e[-+]?\d+)?|nan|inf(inity)?),
+ * letters in any case. */
+static int
+is_float(const char *s, Py_ssize_t n)
+{
+    Py_ssize_t i = 0;
+    if (i < n && (s[i] == '-' || s[i] == '+'))
+        i++;
+    if (n - i == 3 && strncasecmp(s + i, "nan", 3) == 0)
+        return 1;
+    if (n - i >= 3 && strncasecmp(s + i, "inf", 3) == 0)
+        return n - i == 3 || (n - i == 8 && strncasecmp(s + i + 3, "inity", 5) == 0);
+    Py_ssize_t whole = digits(s, i, n);
+    i += whole;
+    if (whole > 0) {
+        if (i < n && s[i] == '.')
+            i += 1 + digits(s, i + 1, n);
+    }
+    else {
+        if (i >= n || s[i] != '.')
+            return 0;
+        Py_ssize_t fraction = digits(s, i + 1, n);
+        if (fraction == 0)
+            return 0;
+        i += 1 + fraction;
+    }
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        i++;
+        if (i < n && (s[i] == '-' || s[i] == '+'))
+            i++;
+        Py_ssize_t exponent = digits(s, i, n);
+        if (exponent == 0)
+            return 0;
+        i += exponent;
+    }
+    return i == n;
+}
+
+/* _nccl_layout._DEVIATION without the "*": \d+e[+-]\d+ (a lower-case e). */
+static int
+is_deviation(const char *s, Py_ssize_t n)
+{
+    Py_ssize_t i = digits(s, 0, n);
+    if (i == 0 || i >= n || s[i] != 'e' || i + 1 >= n ||
+        (s[i + 1] != '+' && s[i + 1] != '-'))
+        return 0;
+    Py_ssize_t exponent = digits(s, i + 2, n);
+    return exponent > 0 && i + 2 + exponent == n;
+}
+
+static int
+is_na(const char *s, Py_ssize_t n)
+{
+    return n == 3 && memcmp(s, "N/A", 3) == 0;
+}
+
+/* A plain non-negative integer of at most 18 significant digits, or -1. */
+static long long
+read_count(const char *s, Py_ssize_t n)
+{
+    if (n == 0 || digits(s, 0, n) != n)
+        return -1;
+    Py_ssize_t i = 0;
+    while (i < n - 1 && s[i] == '0')
+        i++;
+    if (n - i > 18)
+        return -1;
+    long long value = 0;
+    for (; i < n; i++)
+        value = value * 10 + (s[i] - '0');
+    return value;
+}
+
+/* float(token) for a token is_float accepts (the parse float() itself uses). */
+static int
+read_float(const char *s, Py_ssize_t n, double *out)
+{
+    char buffer[128];
+    if (n >= (Py_ssize_t)sizeof(buffer))
+        return 0; /* no printf value is this long: the parser's to read */
+    memcpy(buffer, s, (size_t)n);
+    buffer[n] = '\0';
+    char *end = NULL;
+    double value = PyOS_string_to_double(buffer, &end, NULL);
+    if (value == -1.0 && PyErr_Occurred()) {
+        PyErr_Clear();
+        return 0;
+    }
+    if (end != buffer + n)
+        return 0;
+    *out = value;
+    return 1;
+}
+
+typedef struct {
+    Py_ssize_t labels;
+    int half[M_KINDS];
+    Py_ssize_t width; /* metrics per block */
+    int has[M_KINDS]; /* which metrics the block prints */
+    PyObject *placements; /* tuple of str */
+    Py_ssize_t blocks;
+    int time_in_ms, cputime;
+    PyObject *wrong_kind; /* str or None, borrowed */
+    PyObject *iter_skipped; /* int or NULL */
+    PyObject *dtypes; /* dict, borrowed */
+} Spec;
+
+static int
+read_spec(PyObject *tuple, Spec *spec)
+{
+    PyObject *half, *iter_skipped;
+    if (!PyArg_ParseTuple(tuple, "nO!O!ppOOO!", &spec->labels, &PyTuple_Type, &half,
+                          &PyTuple_Type, &spec->placements, &spec->time_in_ms,
+                          &spec->cputime, &spec->wrong_kind, &iter_skipped,
+                          &PyDict_Type, &spec->dtypes))
+        return -1;
+    spec->width = PyTuple_GET_SIZE(half);
+    spec->blocks = PyTuple_GET_SIZE(spec->placements);
+    if (spec->width < 1 || spec->width > M_KINDS || spec->blocks < 1 ||
+        spec->blocks > 2 || spec->labels < 0 || spec->labels > 8) {
+        PyErr_SetString(PyExc_ValueError, "read_rows: unsupported layout spec");
+        return -1;
+    }
+    memset(spec->has, 0, sizeof(spec->has));
+    for (Py_ssize_t i = 0; i < spec->width; i++) {
+        long code = PyLong_AsLong(PyTuple_GET_ITEM(half, i));
+        if (code < 0 || code >= M_KINDS || spec->has[code]) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_ValueError, "read_rows: bad metric code");
+            return -1;
+        }
+        spec->half[i] = (int)code;
+        spec->has[code] = 1;
+    }
+    if (!spec->has[M_TIME]) {
+        PyErr_SetString(PyExc_ValueError, "read_rows: a block without time");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < spec->blocks; i++)
+        if (!PyUnicode_Check(PyTuple_GET_ITEM(spec->placements, i))) {
+            PyErr_SetString(PyExc_TypeError, "read_rows: placements must be str");
+            return -1;
+        }
+    if (spec->wrong_kind != Py_None && !PyUnicode_Check(spec->wrong_kind)) {
+        PyErr_SetString(PyExc_TypeError, "read_rows: wrong_kind must be str or None");
+        return -1;
+    }
+    spec->iter_skipped = iter_skipped == Py_None ? NULL : iter_skipped;
+    return 0;
+}
+
+/* Split an ASCII line (its ending removed) into tokens; 0 when it is not one the
+ * fast path reads (see the top of this part). */
+static Py_ssize_t
+tokenize(const char *s, Py_ssize_t n, Token *tokens)
+{
+    Py_ssize_t count = 0, i = 0;
+    if (n == 0 || (s[0] != ' ' && s[0] != '\t'))
+        return 0;
+    while (i < n) {
+        while (i < n && (s[i] == ' ' || s[i] == '\t'))
+            i++;
+        if (i == n)
+            break;
+        if (count == MAX_TOKENS)
+            return 0;
+        Py_ssize_t start = i;
+        while (i < n && s[i] != ' ' && s[i] != '\t') {
+            if ((unsigned char)s[i] < 0x21 || (unsigned char)s[i] > 0x7e)
+                return 0;
+            i++;
+        }
+        tokens[count].start = start;
+        tokens[count].length = i - start;
+        count++;
+    }
+    return count;
+}
+
+static int
+has_text(const char *s, Py_ssize_t n, const char *needle)
+{
+    return memmem(s, (size_t)n, needle, strlen(needle)) != NULL;
+}
+
+typedef struct {
+    int printed; /* 0: the block is N/A */
+    PyObject *values[M_KINDS]; /* new references or NULL (None) */
+    PyObject *wrong_kind;       /* borrowed */
+} Block;
+
+static void
+clear_blocks(Block *blocks, Py_ssize_t n)
+{
+    for (Py_ssize_t b = 0; b < n; b++)
+        for (int m = 0; m < M_KINDS; m++)
+            Py_CLEAR(blocks[b].values[m]);
+}
+
+/* Read one block's metric tokens; 0: the parser's to read, -1: error. */
+static int
+read_block(const char *s, const Token *tokens, const Spec *spec, Block *block)
+{
+    const Token *named[M_KINDS] = {NULL};
+    for (Py_ssize_t i = 0; i < spec->width; i++)
+        named[spec->half[i]] = &tokens[i];
+    int na[M_KINDS] = {0};
+    for (int m = 0; m < M_KINDS; m++)
+        if (named[m] != NULL)
+            na[m] = is_na(s + named[m]->start, named[m]->length);
+    block->printed = !(na[M_TIME] && named[M_ALGBW] && na[M_ALGBW] &&
+                       named[M_BUSBW] && na[M_BUSBW]);
+    if (!block->printed)
+        return 1;
+    if (na[M_TIME])
+        return 0; /* to_float("N/A") raises: the parser names it */
+    block->wrong_kind = spec->wrong_kind;
+    for (int m = 0; m < M_KINDS; m++) {
+        if (named[m] == NULL || na[m])
+            continue;
+        const char *t = s + named[m]->start;
+        Py_ssize_t n = named[m]->length;
+        double value;
+        if (!is_float(t, n) || !read_float(t, n, &value))
+            return 0;
+        if (m == M_TIME && spec->time_in_ms)
+            value *= 1000.0;
+        if ((m == M_TIME || m == M_ALGBW || m == M_BUSBW) &&
+            !(isfinite(value) && value >= 0))
+            return 0; /* impossible(): the parser names it */
+        if (m == M_WRONG && spec->wrong_kind == Py_None)
+            block->wrong_kind = is_deviation(t, n) ? str_deviation : str_count;
+        block->values[m] = PyFloat_FromDouble(value);
+        if (block->values[m] == NULL)
+            return -1;
+    }
+    return 1;
+}
+
+static int
+set_item(PyObject *dict, int key, PyObject *value)
+{
+    return PyDict_SetItem(dict, keys[key], value ? value : Py_None);
+}
+
+/* The row dicts of one line; Py_None when the parser must read it; NULL: error. */
+static PyObject *
+read_row_line(PyObject *number, PyObject *raw, const Spec *spec)
+{
+    if (!PyUnicode_Check(raw))
+        Py_RETURN_NONE;
+#if PY_VERSION_HEX < 0x030C0000
+    if (PyUnicode_READY(raw) < 0)
+        return NULL;
+#endif
+    if (!PyUnicode_IS_ASCII(raw))
+        Py_RETURN_NONE;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(raw);
+    const char *s = (const char *)PyUnicode_1BYTE_DATA(raw);
+    if (n > MAX_ROW_LINE || n == 0)
+        Py_RETURN_NONE;
+    /* The ending: "\n", "\r\n" or a lone "\r"; no other "\r" (a redraw). */
+    if (s[n - 1] == '\n')
+        n -= (n >= 2 && s[n - 2] == '\r') ? 2 : 1;
+    else if (s[n - 1] == '\r')
+        n -= 1;
+    else
+        Py_RETURN_NONE; /* cut by the end of input */
+    if (memchr(s, '\r', (size_t)n) || memchr(s, '\n', (size_t)n) ||
+        has_text(s, n, "CCL ") || has_text(s, n, "ailure") || has_text(s, n, "imeout"))
+        Py_RETURN_NONE;
+    Token tokens[MAX_TOKENS];
+    Py_ssize_t count = tokenize(s, n, tokens);
+    Py_ssize_t metrics = spec->width * spec->blocks;
+    Py_ssize_t middle = count - metrics - 3;
+    if (count == 0 || middle < 0 || middle > spec->labels)
+        Py_RETURN_NONE;
+    long long size = read_count(s + tokens[0].start, tokens[0].length);
+    long long elements = read_count(s + tokens[1].start, tokens[1].length);
+    if (size < 0 || elements < 0)
+        Py_RETURN_NONE;
+    PyObject *type = PyUnicode_FromStringAndSize(s + tokens[2].start, tokens[2].length);
+    if (type == NULL)
+        return NULL;
+    PyObject *dtype = PyDict_GetItemWithError(spec->dtypes, type); /* borrowed */
+    Py_DECREF(type);
+    if (dtype == NULL) {
+        if (PyErr_Occurred())
+            return NULL;
+        Py_RETURN_NONE;
+    }
+    PyObject *redop = NULL, *root = NULL; /* new references or NULL (None) */
+    Block blocks[2];
+    memset(blocks, 0, sizeof(blocks));
+    PyObject *result = NULL, *rows = NULL, *size_obj = NULL, *count_obj = NULL;
+    for (Py_ssize_t i = 3; i < 3 + middle; i++) {
+        const char *t = s + tokens[i].start;
+        Py_ssize_t len = tokens[i].length;
+        Py_ssize_t sign = t[0] == '-';
+        if (len > sign && digits(t, sign, len) == len - sign) { /* _INT: a root */
+            if (len > 11)
+                goto fallback;
+            long long value = 0;
+            for (Py_ssize_t j = sign; j < len; j++)
+                value = value * 10 + (t[j] - '0');
+            if (sign)
+                value = -value;
+            if (value < -2147483648LL || value > 2147483647LL)
+                goto fallback;
+            Py_CLEAR(root);
+            if (value >= 0 && (root = PyLong_FromLongLong(value)) == NULL)
+                goto error;
+        }
+        else {
+            Py_CLEAR(redop);
+            if (!(len == 4 && memcmp(t, "none", 4) == 0) &&
+                (redop = PyUnicode_FromStringAndSize(t, len)) == NULL)
+                goto error;
+        }
+    }
+    for (Py_ssize_t b = 0; b < spec->blocks; b++) {
+        int read = read_block(s, tokens + 3 + middle + b * spec->width, spec, &blocks[b]);
+        if (read < 0)
+            goto error;
+        if (read == 0)
+            goto fallback;
+    }
+    /* Tokens marked "*" (over the tolerance) are warned about: is_float refused
+     * them above, except in a block that is N/A, which has no "*" either. */
+    rows = PyTuple_New(blocks[0].printed + (spec->blocks > 1 && blocks[1].printed));
+    size_obj = PyLong_FromLongLong(size);
+    count_obj = PyLong_FromLongLong(elements);
+    if (rows == NULL || size_obj == NULL || count_obj == NULL)
+        goto error;
+    Py_ssize_t filled = 0;
+    for (Py_ssize_t b = 0; b < spec->blocks; b++) {
+        Block *block = &blocks[b];
+        if (!block->printed)
+            continue;
+        PyObject *row = PyDict_New();
+        if (row == NULL)
+            goto error;
+        PyTuple_SET_ITEM(rows, filled++, row);
+        if (set_item(row, K_LINE, number) < 0 ||
+            set_item(row, K_PLACEMENT, PyTuple_GET_ITEM(spec->placements, b)) < 0 ||
+            set_item(row, K_REPORTED, size_obj) < 0 ||
+            set_item(row, K_SIZE, size_obj) < 0 ||
+            set_item(row, K_COUNT, count_obj) < 0 ||
+            set_item(row, K_DTYPE, dtype) < 0 || set_item(row, K_REDOP, redop) < 0 ||
+            set_item(row, K_ROOT, root) < 0)
+            goto error;
+        for (int m = 0; m < M_KINDS; m++)
+            if (set_item(row, METRIC_KEY[m], block->values[m]) < 0)
+                goto error;
+        if (set_item(row, K_WRONG_KIND, block->wrong_kind) < 0 ||
+            set_item(row, K_CPUTIME, spec->cputime ? Py_True : Py_False) < 0 ||
+            set_item(row, K_TIMESTAMP, NULL) < 0)
+            goto error;
+        if (spec->iter_skipped != NULL && spec->has[M_IP99] &&
+            set_item(row, K_ITER_SKIPPED, spec->iter_skipped) < 0)
+            goto error;
+    }
+    result = Py_BuildValue("(nO)", count, rows);
+    goto done;
+fallback:
+    result = Py_NewRef(Py_None);
+    goto done;
+error:
+    result = NULL;
+done:
+    clear_blocks(blocks, 2);
+    Py_XDECREF(redop);
+    Py_XDECREF(root);
+    Py_XDECREF(rows);
+    Py_XDECREF(size_obj);
+    Py_XDECREF(count_obj);
+    return result;
+}
+
+static PyObject *
+read_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 3 || !PyList_Check(args[0]) || !PyList_Check(args[1]) ||
+        !PyTuple_Check(args[2]) ||
+        PyList_GET_SIZE(args[0]) != PyList_GET_SIZE(args[1])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "read_rows(numbers: list[int], raws: list[str], spec: tuple)");
+        return NULL;
+    }
+    Spec spec;
+    if (read_spec(args[2], &spec) < 0)
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(args[1]);
+    PyObject *out = PyList_New(n);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = read_row_line(PyList_GET_ITEM(args[0], i),
+                                       PyList_GET_ITEM(args[1], i), &spec);
+        if (item == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, i, item);
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"scan_block", (PyCFunction)(void (*)(void))scan_block, METH_FASTCALL,
      "scan_block(block, end) -> (lines, kept indices, kept starts, kept texts, "
      "facts)"},
+    {"read_rows", (PyCFunction)(void (*)(void))read_rows, METH_FASTCALL,
+     "read_rows(numbers, raws, spec) -> per line (tokens, row dicts) or None"},
     {NULL, NULL, 0, NULL},
 };
 
@@ -362,5 +849,11 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__scan(void)
 {
+    for (int i = 0; i < K_KEYS; i++)
+        if ((keys[i] = PyUnicode_InternFromString(KEY_NAMES[i])) == NULL)
+            return NULL;
+    if ((str_count = PyUnicode_InternFromString("count")) == NULL ||
+        (str_deviation = PyUnicode_InternFromString("max_deviation")) == NULL)
+        return NULL;
     return PyModule_Create(&module);
 }

@@ -15,7 +15,8 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from ._lines import MAX_LINE, Line, Skipped
+from . import _lines
+from ._lines import MAX_LINE, Line, Rows, Skipped, as_line
 from ._model import Run
 from ._nccl_infer import (
     infer_collective,
@@ -30,6 +31,7 @@ from ._nccl_layout import (
     layout_from_row,
     placements_from_group_line,
     read_row,
+    row_spec,
 )
 from ._nccl_lines import (
     AVG,
@@ -236,6 +238,67 @@ class _Parser:
             state.run.last_line = skipped.last
         if skipped.topology is not None:
             self._topology(state, skipped.topology)
+
+    def feed_rows(self, rows: Rows) -> None:
+        """Read a batch of lines that may be data rows (:class:`Rows`): natively,
+        each plain row of the table the main stream is in; line by line, the rest.
+
+        The same as feeding every line and every plain NCCL line between them: a row
+        is read natively only where feed() would go straight to _row and add its
+        rows with no warning (the native reader gives None for every other line).
+        """
+        read_rows = _lines.read_rows
+        assert read_rows is not None  # Rows come only with the native reader
+        state = self._state(None)
+        numbers, raws, facts = rows.numbers, rows.raws, rows.facts
+        read: _lines.RowsRead | None = None
+        read_from = 0  # the index of read[0]
+        read_for: tuple[object, str | None] | None = None  # (layout, -K) read with
+        measurements = noise = 0
+        previous = numbers[0] - 1
+        for index, number in enumerate(numbers):
+            if number - previous > 1:  # plain NCCL lines: as skip_noise()
+                noise += number - previous - 1
+                if state.unread:
+                    self._flush_unread(state)
+                if state.run is not None:
+                    state.run.last_line = number - 1
+                if facts and index in facts:
+                    self._topology(state, facts[index])
+            previous = number
+            run, layout, done = state.run, state.layout, None
+            if (
+                run is not None
+                and layout is not None
+                and state.phase == "table"
+                and state.pending is None
+                and state.copies == 1
+            ):
+                skip = run.params.get("per_iter_skip")
+                if read_for is None or read_for[0] is not layout or read_for[1] != skip:
+                    spec = row_spec(layout, None if skip is None else int(skip))
+                    read = (
+                        None
+                        if spec is None
+                        else read_rows(numbers[index:], raws[index:], spec)
+                    )
+                    read_from, read_for = index, (layout, skip)
+                if read is not None:
+                    done = read[index - read_from]
+            if done is None or run is None:
+                self.feed(as_line(number, raws[index]))
+                continue
+            state.row_fields = done[0]
+            for row in done[1]:
+                run.add_row(row)
+            measurements += 1
+            if state.unread:
+                self._flush_unread(state)
+            run.last_line = number
+        if measurements:
+            self.accounting["measurement"] += measurements
+        if noise:
+            self.accounting["noise"] += noise
 
     def _topology(self, state: StreamState, facts: Facts) -> None:
         """Give topology facts to the run they are about, or keep them for the next.
@@ -707,7 +770,7 @@ def _cut_message(line: Line) -> str:
 
 
 def parse(
-    lines: Iterable[Line | Skipped], source: str, emit: Callable[[Run], None]
+    lines: Iterable[Line | Skipped | Rows], source: str, emit: Callable[[Run], None]
 ) -> Counter[str]:
     """Parse nccl-tests/rccl-tests text output (see module docstring).
 
@@ -718,6 +781,8 @@ def parse(
     for line in lines:
         if isinstance(line, Skipped):
             parser.skip_noise(line)
+        elif isinstance(line, Rows):
+            parser.feed_rows(line)
         else:
             parser.feed(line)
     return parser.finish()
