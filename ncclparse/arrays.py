@@ -85,16 +85,31 @@ _type_of = type  # `type` is the parameter's name in _build
 def _strings(values: Sequence[Any], validity: pa.Buffer | None) -> pa.Array[Any]:
     """A string array; each distinct string is encoded once (columns such as source,
     dtype or placement repeat a few values over many rows)."""
-    codes: dict[str | None, int] = {}
-    indices = np.fromiter(
-        (codes.setdefault(v, len(codes)) for v in values), np.int64, len(values)
-    )
-    distinct = list(codes)
+    distinct = list(set(values))
+    if len(distinct) <= _FEW:
+        # A comparison per distinct value and row, in NumPy: no Python per row.
+        objects = np.array(values, dtype=object)
+        indices = np.zeros(len(values), np.int64)
+        for code, value in enumerate(distinct[1:], start=1):
+            # A str given to NumPy as it is would become its fixed-width string,
+            # which drops trailing NULs: compare as objects.
+            scalar = np.empty((), dtype=object)
+            scalar[()] = value
+            indices[np.equal(objects, scalar)] = code
+    else:
+        codes = {value: code for code, value in enumerate(distinct)}
+        indices = np.fromiter(map(codes.__getitem__, values), np.int64, len(values))
     encoded = [b"" if v is None else v.encode("utf-8") for v in distinct]
     lengths = np.array([len(e) for e in encoded], dtype=np.int64)[indices]
     ends = _offsets(lengths, np.int32)
-    text = pa.py_buffer(b"".join([encoded[i] for i in indices.tolist()]))
+    if len(encoded) == 1:
+        text = pa.py_buffer(encoded[0] * len(values))
+    else:
+        text = pa.py_buffer(b"".join([encoded[i] for i in indices.tolist()]))
     return pa.Array.from_buffers(pa.string(), len(values), [validity, ends, text])
+
+
+_FEW = 16  # distinct strings told apart by NumPy comparisons
 
 
 def _nested(

@@ -13,14 +13,20 @@ first property). Whole logs read both ways are compared in test_scanner.py.
 from __future__ import annotations
 
 import math
+import random
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
+from unittest import mock
 
 import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
 import ncclparse
-from ncclparse.parsers import _lines, nccl_tests
+from ncclparse.parsers import _lines, _model, nccl_tests
+from ncclparse.parsers._model import KEEP_ROWS
 from ncclparse.parsers._nccl_layout import (
     DTYPES,
     Layout,
@@ -31,6 +37,7 @@ from ncclparse.parsers._nccl_layout import (
 from ncclparse.parsers._nccl_lines import ROW_START
 from ncclparse.parsers._nccl_recover import split_trailing, undecorate_line
 from tests.conftest import FIXTURES
+from tests.test_scanner import CHATTER, LOGS, both, generated_logs, with_chatter
 
 try:
     from ncclparse.parsers import _scan  # type: ignore[attr-defined,unused-ignore]
@@ -381,3 +388,82 @@ def test_real_log_rows_are_read_natively(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_parser_takes_rows_only_with_the_reader() -> None:
     assert nccl_tests.READS_SKIPPED
     assert _lines.read_rows is not None  # this module runs only with the extension
+
+
+# --- rows read as columns (past a run's first KEEP_ROWS rows) ------------------------
+
+
+@contextmanager
+def few_rows_kept(keep: int = 3) -> Iterator[None]:
+    """Runs keep ``keep`` rows as dicts, so that the rest of every fixture's rows are
+    read as columns (the native reader's spill path) and spilled in small batches."""
+    with (
+        mock.patch.object(nccl_tests, "KEEP_ROWS", keep),
+        mock.patch.object(_model, "KEEP_ROWS", keep),
+        mock.patch.object(_model, "SPILL_ROWS", 2),
+    ):
+        yield
+
+
+@pytest.mark.parametrize("path", LOGS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_every_log_parses_identically_with_rows_as_columns(path: Path) -> None:
+    data = path.read_bytes()
+    with few_rows_kept():
+        for text in (data, with_chatter(data)):
+            fast, slow = both(text, _scan.scan_block)
+            assert fast == slow
+
+
+@given(generated_logs(), st.integers(0, 6))
+def test_generated_logs_parse_identically_with_rows_as_columns(
+    text: str, keep: int
+) -> None:
+    with few_rows_kept(keep):
+        fast, slow = both(text, _scan.scan_block)
+    assert fast == slow
+
+
+def test_columns_are_read_where_the_parser_is(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A long run (9,000 rows past KEEP_ROWS) with what the parser must read itself
+    among its rows: the same tables as line by line, most rows read as columns."""
+    rng = random.Random(17)
+    row = (
+        "  {size:>10}  {count:>10}  float  sum  -1  {t:>7.1f}  1.00  1.88  0"
+        "  {t:>7.1f}  1.00  1.88  0\n"
+    )
+    odd = (
+        "  8  2  float  sum  -1  5.0  0.00  0.00  3*  5.0  0.00  0.00  0\n",
+        "  8  2  float  sum  -1  N/A  0.00  0.00  0  5.0  0.00  0.00  0\n",
+        "  8  2  float  sum  -1  5.0  0.00  0.00  0  5.0  0.00\n",
+        "[1,0]<stdout>:  8  2  float  sum  -1  5.0  0.00  0.00  0  5.0  0.00  0.00  0\n",
+        "node1:1:2 [0] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0\n",
+        "not a row\n",
+    )
+    lines = [HEADER]
+    for i in range(KEEP_ROWS + 4_500):
+        lines.append(row.format(size=8 << (i % 20), count=2 << (i % 20), t=10 + i % 97))
+        if rng.random() < 0.01:
+            lines.append(rng.choice(odd))
+        lines.append(rng.choice(CHATTER.splitlines(keepends=True)))
+    text = "".join(lines) + "# Out of bounds values : 0 OK\n# Avg bus bandwidth : 1.5\n"
+    batches: list[int] = []
+    read_columns = _scan.read_rows_columns
+
+    def counted(numbers: list[int], raws: list[str], spec: Any) -> Any:
+        output = read_columns(numbers, raws, spec)
+        batches.append(len(output[0]) - output[0].count(0))
+        return output
+
+    monkeypatch.setattr(_lines, "read_rows_columns", counted)
+    fast, slow = both(text, _scan.scan_block)
+    assert fast == slow
+    assert sum(batches) > 4_000
+
+
+HEADER = (
+    "# nThread 1 nGpus 8 minBytes 8 maxBytes 8G step: 2(factor) warmup iters: 5 "
+    "iters: 20 agg iters: 1 validation: 1 graph: 0\n#\n# Using devices\n"
+    "#  Rank  0 Group  0 Pid  11 on node-a device  0 [0x1b] NVIDIA H100\n#\n"
+    "#       size         count      type   redop    root     time   algbw   busbw "
+    "#wrong     time   algbw   busbw #wrong\n"
+)

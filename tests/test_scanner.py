@@ -36,7 +36,7 @@ from hypothesis import strategies as st
 import ncclparse
 from ncclparse import parsers
 from ncclparse.errors import NcclParseError
-from ncclparse.parsers import _lines
+from ncclparse.parsers import _lines, imb, oneccl
 from ncclparse.parsers._nccl_topology import Facts, scan
 from tests.conftest import FIXTURES
 from tests.test_robustness import HOSTILE_TOKENS, NOISE_LINES, PREFIXES, mutated
@@ -434,3 +434,41 @@ def test_lines_of_other_endings_are_numbered_as_the_reader_numbers_them(
 
 def _stream(text: str) -> io.StringIO:
     return io.StringIO(text, newline="")
+
+
+# --- detection's quick refusal ---------------------------------------------------------
+
+_SNIFFERS = ((oneccl, (oneccl._SNIFF, oneccl._CCL_LOG)), (imb, (imb._SNIFF,)))
+_SNIFF_PIECES = st.sampled_from(
+    (
+        *oneccl._SNIFF_TEXT,
+        *imb._SNIFF_TEXT,
+        "# Benchmarking: allreduce",
+        "# #processes: 4",
+        "found 1 errors while parsing user options",
+        "what():  oneCCL: x",
+        "ccl::v1::exception",
+        "do unordered test",
+        "(12): host: @ atl_mpi.c:450:atl_",
+        "2021:01:01-10:00:00:(123) |CCL_WARN|",
+        "#  Intel(R) MPI Benchmarks 2021.7",
+        "# #processes = 2",
+        ' Try "IMB-MPI1 -help"',
+        "# Benchmarking PingPong",
+        "#",
+        " ",
+        "\t",
+        "x",
+    )
+)
+
+
+@given(st.lists(st.lists(_SNIFF_PIECES, max_size=4).map("".join), max_size=6))
+@example(["# Benchmarking", " PingPong"])  # the quick test's text across two lines
+def test_quick_refusal_never_changes_detection(texts: list[str]) -> None:
+    """oneCCL and IMB detection first look for text every match holds, in the head
+    joined: it must decide exactly as searching every line."""
+    head = [_lines.Line(n, text, True) for n, text in enumerate(texts, start=1)]
+    for module, patterns in _SNIFFERS:
+        searched = any(p.search(line.text) for line in head for p in patterns)
+        assert module.sniff(head) == searched, module.NAME

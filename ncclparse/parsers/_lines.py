@@ -10,7 +10,7 @@ import lzma
 import os
 import re
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, NamedTuple, Protocol, cast
 
@@ -47,6 +47,10 @@ scan_block: ScanBlock | None = None if _NATIVE is None else _NATIVE.scan_block
 # block reader hands lines that may be rows over in Rows batches; without it, every
 # line is a Line as before (the reference: the tables are the same).
 read_rows: ReadRows | None = None if _NATIVE is None else _NATIVE.read_rows
+# The same rows as column buffers (_native_rows), for rows that go to a spill.
+read_rows_columns: Callable[..., tuple[Any, ...]] | None = (
+    None if _NATIVE is None else _NATIVE.read_rows_columns
+)
 
 # Launchers and log collectors put these before every line; they are not part of the
 # benchmark's output (schema.md: stripped before reading, `line` unchanged).
@@ -150,6 +154,14 @@ def numbered(raw_lines: Iterable[str], start: int = 1) -> Iterator[Line]:
     prefixes."""
     for number, raw in enumerate(raw_lines, start=start):
         yield as_line(number, raw)
+
+
+def mentions(lines: Sequence[Line], texts: Sequence[str]) -> bool:
+    """Whether any of ``texts`` (none holding a line end) is in the text of
+    ``lines``: False proves that no line holds any; True may be a match across
+    two lines."""
+    joined = "\n".join(line.text for line in lines)
+    return any(text in joined for text in texts)
 
 
 def as_line(number: int, raw: str) -> Line:

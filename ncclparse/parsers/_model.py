@@ -165,11 +165,26 @@ class Run:
         if len(self.rows) >= KEEP_ROWS + SPILL_ROWS:
             self.seal_rows()
 
-    def seal_rows(self) -> None:
+    def add_batch(self, batch: pa.RecordBatch) -> None:
+        """Append rows given as a batch of the spill's schema (the native row
+        reader's), after every row added so far. Only for a run that holds its
+        first KEEP_ROWS rows already: those stay dicts, for inference."""
+        if self.spill is None:
+            self.spill = RowSpill()
+        self.seal_rows()
+        # In SPILL_ROWS slices, as dicts are spilled: read back, a batch is no larger.
+        for start in range(0, batch.num_rows, SPILL_ROWS):
+            self.spill.write_batch(batch.slice(start, SPILL_ROWS))
+
+    def seal_rows(self, *, all_after: bool = False) -> None:
         """Move the rows after the first KEEP_ROWS to the spill, if there is one or
-        they are many (so that the spill holds every row after those)."""
+        they are many (so that the spill holds every row after those); with
+        ``all_after``, in any case (then the rows in memory are the first KEEP_ROWS,
+        what inference reads, however many rows the run has)."""
         tail = self.rows[KEEP_ROWS:]
-        if not tail or (self.spill is None and len(tail) < SPILL_ROWS):
+        if not tail or (
+            self.spill is None and len(tail) < SPILL_ROWS and not all_after
+        ):
             return
         if self.spill is None:
             self.spill = RowSpill()

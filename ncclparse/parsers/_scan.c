@@ -377,6 +377,13 @@ fail:
  * printed or N/A in time, algbw and busbw. Any other line gives None, and the
  * parser reads it line by line (the reference). Each read line gives
  * (number of tokens, (row dict per printed block, ...)).
+ *
+ * read_rows_columns(numbers, raws, spec) reads the same lines the same way, but
+ * gives their rows as columns, for rows that go to a run's spill: per line its
+ * token count (0: the parser's to read) and how many rows the lines up to it gave;
+ * per row its line, size, count, root, each metric (C values, and a byte per value
+ * saying whether it is there), and lists of placement, dtype, redop and
+ * wrong_kind. _native_rows.py turns them into Arrow.
  * ------------------------------------------------------------------------- */
 
 enum { M_TIME, M_ALGBW, M_BUSBW, M_WRONG, M_IMIN, M_IMAX, M_IP99, M_ICV, M_KINDS };
@@ -609,19 +616,23 @@ has_text(const char *s, Py_ssize_t n, const char *needle)
 
 typedef struct {
     int printed; /* 0: the block is N/A */
-    PyObject *values[M_KINDS]; /* new references or NULL (None) */
-    PyObject *wrong_kind;       /* borrowed */
+    int present[M_KINDS]; /* 0: the value is None (not printed, or N/A) */
+    double values[M_KINDS];
+    PyObject *wrong_kind; /* borrowed */
 } Block;
 
-static void
-clear_blocks(Block *blocks, Py_ssize_t n)
-{
-    for (Py_ssize_t b = 0; b < n; b++)
-        for (int m = 0; m < M_KINDS; m++)
-            Py_CLEAR(blocks[b].values[m]);
-}
+/* One line read as the parser reads it. */
+typedef struct {
+    Py_ssize_t tokens;
+    long long size, elements;
+    PyObject *dtype; /* borrowed (a value of spec->dtypes) */
+    PyObject *redop; /* new reference, or NULL for None */
+    int has_root;
+    long long root;
+    Block blocks[2];
+} Row;
 
-/* Read one block's metric tokens; 0: the parser's to read, -1: error. */
+/* Read one block's metric tokens; 0: the parser's to read. */
 static int
 read_block(const char *s, const Token *tokens, const Spec *spec, Block *block)
 {
@@ -632,6 +643,7 @@ read_block(const char *s, const Token *tokens, const Spec *spec, Block *block)
     for (int m = 0; m < M_KINDS; m++)
         if (named[m] != NULL)
             na[m] = is_na(s + named[m]->start, named[m]->length);
+    memset(block, 0, sizeof(*block));
     block->printed = !(na[M_TIME] && named[M_ALGBW] && na[M_ALGBW] &&
                        named[M_BUSBW] && na[M_BUSBW]);
     if (!block->printed)
@@ -654,69 +666,60 @@ read_block(const char *s, const Token *tokens, const Spec *spec, Block *block)
             return 0; /* impossible(): the parser names it */
         if (m == M_WRONG && spec->wrong_kind == Py_None)
             block->wrong_kind = is_deviation(t, n) ? str_deviation : str_count;
-        block->values[m] = PyFloat_FromDouble(value);
-        if (block->values[m] == NULL)
-            return -1;
+        block->values[m] = value;
+        block->present[m] = 1;
     }
     return 1;
 }
 
+/* Read one line into row: 1 read, 0 the parser's to read, -1 error. On 1, the
+ * caller owns row->redop. */
 static int
-set_item(PyObject *dict, int key, PyObject *value)
-{
-    return PyDict_SetItem(dict, keys[key], value ? value : Py_None);
-}
-
-/* The row dicts of one line; Py_None when the parser must read it; NULL: error. */
-static PyObject *
-read_row_line(PyObject *number, PyObject *raw, const Spec *spec)
+parse_line(PyObject *raw, const Spec *spec, Row *row)
 {
     if (!PyUnicode_Check(raw))
-        Py_RETURN_NONE;
+        return 0;
 #if PY_VERSION_HEX < 0x030C0000
     if (PyUnicode_READY(raw) < 0)
-        return NULL;
+        return -1;
 #endif
     if (!PyUnicode_IS_ASCII(raw))
-        Py_RETURN_NONE;
+        return 0;
     Py_ssize_t n = PyUnicode_GET_LENGTH(raw);
     const char *s = (const char *)PyUnicode_1BYTE_DATA(raw);
     if (n > MAX_ROW_LINE || n == 0)
-        Py_RETURN_NONE;
+        return 0;
     /* The ending: "\n", "\r\n" or a lone "\r"; no other "\r" (a redraw). */
     if (s[n - 1] == '\n')
         n -= (n >= 2 && s[n - 2] == '\r') ? 2 : 1;
     else if (s[n - 1] == '\r')
         n -= 1;
     else
-        Py_RETURN_NONE; /* cut by the end of input */
+        return 0; /* cut by the end of input */
     if (memchr(s, '\r', (size_t)n) || memchr(s, '\n', (size_t)n) ||
         has_text(s, n, "CCL ") || has_text(s, n, "ailure") || has_text(s, n, "imeout"))
-        Py_RETURN_NONE;
+        return 0;
     Token tokens[MAX_TOKENS];
     Py_ssize_t count = tokenize(s, n, tokens);
     Py_ssize_t metrics = spec->width * spec->blocks;
     Py_ssize_t middle = count - metrics - 3;
     if (count == 0 || middle < 0 || middle > spec->labels)
-        Py_RETURN_NONE;
-    long long size = read_count(s + tokens[0].start, tokens[0].length);
-    long long elements = read_count(s + tokens[1].start, tokens[1].length);
-    if (size < 0 || elements < 0)
-        Py_RETURN_NONE;
+        return 0;
+    row->tokens = count;
+    row->size = read_count(s + tokens[0].start, tokens[0].length);
+    row->elements = read_count(s + tokens[1].start, tokens[1].length);
+    if (row->size < 0 || row->elements < 0)
+        return 0;
     PyObject *type = PyUnicode_FromStringAndSize(s + tokens[2].start, tokens[2].length);
     if (type == NULL)
-        return NULL;
-    PyObject *dtype = PyDict_GetItemWithError(spec->dtypes, type); /* borrowed */
+        return -1;
+    row->dtype = PyDict_GetItemWithError(spec->dtypes, type);
     Py_DECREF(type);
-    if (dtype == NULL) {
-        if (PyErr_Occurred())
-            return NULL;
-        Py_RETURN_NONE;
-    }
-    PyObject *redop = NULL, *root = NULL; /* new references or NULL (None) */
-    Block blocks[2];
-    memset(blocks, 0, sizeof(blocks));
-    PyObject *result = NULL, *rows = NULL, *size_obj = NULL, *count_obj = NULL;
+    if (row->dtype == NULL)
+        return PyErr_Occurred() ? -1 : 0;
+    row->redop = NULL;
+    row->has_root = 0;
+    row->root = 0;
     for (Py_ssize_t i = 3; i < 3 + middle; i++) {
         const char *t = s + tokens[i].start;
         Py_ssize_t len = tokens[i].length;
@@ -731,97 +734,130 @@ read_row_line(PyObject *number, PyObject *raw, const Spec *spec)
                 value = -value;
             if (value < -2147483648LL || value > 2147483647LL)
                 goto fallback;
-            Py_CLEAR(root);
-            if (value >= 0 && (root = PyLong_FromLongLong(value)) == NULL)
-                goto error;
+            row->has_root = value >= 0;
+            row->root = value;
         }
         else {
-            Py_CLEAR(redop);
+            Py_CLEAR(row->redop);
             if (!(len == 4 && memcmp(t, "none", 4) == 0) &&
-                (redop = PyUnicode_FromStringAndSize(t, len)) == NULL)
-                goto error;
+                (row->redop = PyUnicode_FromStringAndSize(t, len)) == NULL)
+                return -1;
         }
     }
-    for (Py_ssize_t b = 0; b < spec->blocks; b++) {
-        int read = read_block(s, tokens + 3 + middle + b * spec->width, spec, &blocks[b]);
-        if (read < 0)
-            goto error;
-        if (read == 0)
+    for (Py_ssize_t b = 0; b < spec->blocks; b++)
+        if (!read_block(s, tokens + 3 + middle + b * spec->width, spec, &row->blocks[b]))
             goto fallback;
-    }
-    /* Tokens marked "*" (over the tolerance) are warned about: is_float refused
-     * them above, except in a block that is N/A, which has no "*" either. */
-    rows = PyTuple_New(blocks[0].printed + (spec->blocks > 1 && blocks[1].printed));
-    size_obj = PyLong_FromLongLong(size);
-    count_obj = PyLong_FromLongLong(elements);
-    if (rows == NULL || size_obj == NULL || count_obj == NULL)
-        goto error;
+    return 1;
+fallback:
+    Py_CLEAR(row->redop);
+    return 0;
+}
+
+static int
+set_item(PyObject *dict, int key, PyObject *value)
+{
+    return PyDict_SetItem(dict, keys[key], value ? value : Py_None);
+}
+
+static int
+set_number(PyObject *dict, int key, int present, double value)
+{
+    if (!present)
+        return set_item(dict, key, NULL);
+    PyObject *number = PyFloat_FromDouble(value);
+    if (number == NULL)
+        return -1;
+    int rc = PyDict_SetItem(dict, keys[key], number);
+    Py_DECREF(number);
+    return rc;
+}
+
+/* The row dicts of a read line, in the order _row inserts their keys. */
+static PyObject *
+row_dicts(PyObject *number, const Row *row, const Spec *spec)
+{
+    Py_ssize_t printed = 0;
+    for (Py_ssize_t b = 0; b < spec->blocks; b++)
+        printed += row->blocks[b].printed;
+    PyObject *size = PyLong_FromLongLong(row->size);
+    PyObject *count = PyLong_FromLongLong(row->elements);
+    PyObject *root = row->has_root ? PyLong_FromLongLong(row->root) : Py_NewRef(Py_None);
+    PyObject *dicts = PyTuple_New(printed);
+    PyObject *result = NULL;
+    if (size == NULL || count == NULL || root == NULL || dicts == NULL)
+        goto done;
     Py_ssize_t filled = 0;
     for (Py_ssize_t b = 0; b < spec->blocks; b++) {
-        Block *block = &blocks[b];
+        const Block *block = &row->blocks[b];
         if (!block->printed)
             continue;
-        PyObject *row = PyDict_New();
-        if (row == NULL)
-            goto error;
-        PyTuple_SET_ITEM(rows, filled++, row);
-        if (set_item(row, K_LINE, number) < 0 ||
-            set_item(row, K_PLACEMENT, PyTuple_GET_ITEM(spec->placements, b)) < 0 ||
-            set_item(row, K_REPORTED, size_obj) < 0 ||
-            set_item(row, K_SIZE, size_obj) < 0 ||
-            set_item(row, K_COUNT, count_obj) < 0 ||
-            set_item(row, K_DTYPE, dtype) < 0 || set_item(row, K_REDOP, redop) < 0 ||
-            set_item(row, K_ROOT, root) < 0)
-            goto error;
+        PyObject *dict = PyDict_New();
+        if (dict == NULL)
+            goto done;
+        PyTuple_SET_ITEM(dicts, filled++, dict);
+        if (set_item(dict, K_LINE, number) < 0 ||
+            set_item(dict, K_PLACEMENT, PyTuple_GET_ITEM(spec->placements, b)) < 0 ||
+            set_item(dict, K_REPORTED, size) < 0 || set_item(dict, K_SIZE, size) < 0 ||
+            set_item(dict, K_COUNT, count) < 0 ||
+            set_item(dict, K_DTYPE, row->dtype) < 0 ||
+            set_item(dict, K_REDOP, row->redop) < 0 || set_item(dict, K_ROOT, root) < 0)
+            goto done;
         for (int m = 0; m < M_KINDS; m++)
-            if (set_item(row, METRIC_KEY[m], block->values[m]) < 0)
-                goto error;
-        if (set_item(row, K_WRONG_KIND, block->wrong_kind) < 0 ||
-            set_item(row, K_CPUTIME, spec->cputime ? Py_True : Py_False) < 0 ||
-            set_item(row, K_TIMESTAMP, NULL) < 0)
-            goto error;
+            if (set_number(dict, METRIC_KEY[m], block->present[m], block->values[m]) < 0)
+                goto done;
+        if (set_item(dict, K_WRONG_KIND, block->wrong_kind) < 0 ||
+            set_item(dict, K_CPUTIME, spec->cputime ? Py_True : Py_False) < 0 ||
+            set_item(dict, K_TIMESTAMP, NULL) < 0)
+            goto done;
         if (spec->iter_skipped != NULL && spec->has[M_IP99] &&
-            set_item(row, K_ITER_SKIPPED, spec->iter_skipped) < 0)
-            goto error;
+            set_item(dict, K_ITER_SKIPPED, spec->iter_skipped) < 0)
+            goto done;
     }
-    result = Py_BuildValue("(nO)", count, rows);
-    goto done;
-fallback:
-    result = Py_NewRef(Py_None);
-    goto done;
-error:
-    result = NULL;
+    result = Py_BuildValue("(nO)", row->tokens, dicts);
 done:
-    clear_blocks(blocks, 2);
-    Py_XDECREF(redop);
+    Py_XDECREF(size);
+    Py_XDECREF(count);
     Py_XDECREF(root);
-    Py_XDECREF(rows);
-    Py_XDECREF(size_obj);
-    Py_XDECREF(count_obj);
+    Py_XDECREF(dicts);
     return result;
+}
+
+/* The arguments (numbers, raws, spec) of read_rows and read_rows_columns. */
+static int
+read_args(PyObject *const *args, Py_ssize_t nargs, const char *name, Spec *spec)
+{
+    if (nargs != 3 || !PyList_Check(args[0]) || !PyList_Check(args[1]) ||
+        !PyTuple_Check(args[2]) ||
+        PyList_GET_SIZE(args[0]) != PyList_GET_SIZE(args[1])) {
+        PyErr_Format(PyExc_TypeError,
+                     "%s(numbers: list[int], raws: list[str], spec: tuple)", name);
+        return -1;
+    }
+    return read_spec(args[2], spec);
 }
 
 static PyObject *
 read_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
-    if (nargs != 3 || !PyList_Check(args[0]) || !PyList_Check(args[1]) ||
-        !PyTuple_Check(args[2]) ||
-        PyList_GET_SIZE(args[0]) != PyList_GET_SIZE(args[1])) {
-        PyErr_SetString(PyExc_TypeError,
-                        "read_rows(numbers: list[int], raws: list[str], spec: tuple)");
-        return NULL;
-    }
     Spec spec;
-    if (read_spec(args[2], &spec) < 0)
+    if (read_args(args, nargs, "read_rows", &spec) < 0)
         return NULL;
     Py_ssize_t n = PyList_GET_SIZE(args[1]);
     PyObject *out = PyList_New(n);
     if (out == NULL)
         return NULL;
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *item = read_row_line(PyList_GET_ITEM(args[0], i),
-                                       PyList_GET_ITEM(args[1], i), &spec);
+        Row row;
+        int read = parse_line(PyList_GET_ITEM(args[1], i), &spec, &row);
+        PyObject *item = NULL;
+        if (read == 1) {
+            item = row_dicts(PyList_GET_ITEM(args[0], i), &row, &spec);
+            Py_XDECREF(row.redop);
+        }
+        else if (read == 0) {
+            item = Py_NewRef(Py_None);
+        }
         if (item == NULL) {
             Py_DECREF(out);
             return NULL;
@@ -831,12 +867,156 @@ read_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     return out;
 }
 
+/* --- the same rows as columns (read_rows_columns) -------------------------- */
+
+typedef struct {
+    char *data;
+    size_t length, capacity;
+} Buffer;
+
+static int
+put(Buffer *buffer, const void *value, size_t size)
+{
+    if (buffer->length + size > buffer->capacity) {
+        size_t capacity = buffer->capacity ? buffer->capacity * 2 : 4096;
+        while (capacity < buffer->length + size)
+            capacity *= 2;
+        char *data = PyMem_Realloc(buffer->data, capacity);
+        if (data == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        buffer->data = data;
+        buffer->capacity = capacity;
+    }
+    memcpy(buffer->data + buffer->length, value, size);
+    buffer->length += size;
+    return 0;
+}
+
+static PyObject *
+take_bytes(Buffer *buffer)
+{
+    PyObject *bytes = PyBytes_FromStringAndSize(buffer->data ? buffer->data : "",
+                                                (Py_ssize_t)buffer->length);
+    PyMem_Free(buffer->data);
+    buffer->data = NULL;
+    buffer->length = buffer->capacity = 0;
+    return bytes;
+}
+
+/* Columns of the rows, in row order: C values, and validity (one byte a value). */
+enum {
+    C_FIELDS, C_ENDS, C_LINE, C_SIZE, C_COUNT, C_ROOT, C_ROOT_VALID, C_METRICS,
+    C_BUFFERS = C_METRICS + 2 * M_KINDS
+};
+/* Python lists of the string columns, in row order. */
+enum { S_PLACEMENT, S_DTYPE, S_REDOP, S_WRONG_KIND, S_LISTS };
+
+static int
+append_row(Buffer *buffers, PyObject **lists, long long line, const Row *row,
+           const Spec *spec)
+{
+    for (Py_ssize_t b = 0; b < spec->blocks; b++) {
+        const Block *block = &row->blocks[b];
+        if (!block->printed)
+            continue;
+        int root = (int)row->root;
+        char valid = (char)row->has_root;
+        if (put(&buffers[C_LINE], &line, 8) < 0 ||
+            put(&buffers[C_SIZE], &row->size, 8) < 0 ||
+            put(&buffers[C_COUNT], &row->elements, 8) < 0 ||
+            put(&buffers[C_ROOT], &root, 4) < 0 ||
+            put(&buffers[C_ROOT_VALID], &valid, 1) < 0)
+            return -1;
+        for (int m = 0; m < M_KINDS; m++) {
+            char present = (char)block->present[m];
+            double value = present ? block->values[m] : 0.0;
+            if (put(&buffers[C_METRICS + 2 * m], &value, 8) < 0 ||
+                put(&buffers[C_METRICS + 2 * m + 1], &present, 1) < 0)
+                return -1;
+        }
+        PyObject *redop = row->redop ? row->redop : Py_None;
+        if (PyList_Append(lists[S_PLACEMENT], PyTuple_GET_ITEM(spec->placements, b)) <
+                0 ||
+            PyList_Append(lists[S_DTYPE], row->dtype) < 0 ||
+            PyList_Append(lists[S_REDOP], redop) < 0 ||
+            PyList_Append(lists[S_WRONG_KIND],
+                          block->wrong_kind ? block->wrong_kind : Py_None) < 0)
+            return -1;
+    }
+    return 0;
+}
+
+static PyObject *
+read_rows_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    Spec spec;
+    if (read_args(args, nargs, "read_rows_columns", &spec) < 0)
+        return NULL;
+    Buffer buffers[C_BUFFERS];
+    PyObject *lists[S_LISTS] = {NULL};
+    PyObject *result = NULL;
+    memset(buffers, 0, sizeof(buffers));
+    for (int i = 0; i < S_LISTS; i++)
+        if ((lists[i] = PyList_New(0)) == NULL)
+            goto done;
+    Py_ssize_t n = PyList_GET_SIZE(args[1]);
+    long long rows = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Row row;
+        int read = parse_line(PyList_GET_ITEM(args[1], i), &spec, &row);
+        if (read < 0)
+            goto done;
+        unsigned char fields = 0;
+        if (read == 1) {
+            long long line = PyLong_AsLongLong(PyList_GET_ITEM(args[0], i));
+            int appended = line == -1 && PyErr_Occurred()
+                               ? -1
+                               : append_row(buffers, lists, line, &row, &spec);
+            Py_XDECREF(row.redop);
+            if (appended < 0)
+                goto done;
+            fields = (unsigned char)row.tokens; /* at most MAX_TOKENS */
+            rows += row.blocks[0].printed + (spec.blocks > 1 && row.blocks[1].printed);
+        }
+        if (put(&buffers[C_FIELDS], &fields, 1) < 0 ||
+            put(&buffers[C_ENDS], &rows, 8) < 0)
+            goto done;
+    }
+    result = PyTuple_New(C_BUFFERS + S_LISTS);
+    if (result == NULL)
+        goto done;
+    for (int i = 0; i < C_BUFFERS; i++) {
+        PyObject *bytes = take_bytes(&buffers[i]);
+        if (bytes == NULL) {
+            Py_CLEAR(result);
+            goto done;
+        }
+        PyTuple_SET_ITEM(result, i, bytes);
+    }
+    for (int i = 0; i < S_LISTS; i++) {
+        PyTuple_SET_ITEM(result, C_BUFFERS + i, lists[i]);
+        lists[i] = NULL;
+    }
+done:
+    for (int i = 0; i < C_BUFFERS; i++)
+        PyMem_Free(buffers[i].data);
+    for (int i = 0; i < S_LISTS; i++)
+        Py_XDECREF(lists[i]);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"scan_block", (PyCFunction)(void (*)(void))scan_block, METH_FASTCALL,
      "scan_block(block, end) -> (lines, kept indices, kept starts, kept texts, "
      "facts)"},
     {"read_rows", (PyCFunction)(void (*)(void))read_rows, METH_FASTCALL,
      "read_rows(numbers, raws, spec) -> per line (tokens, row dicts) or None"},
+    {"read_rows_columns", (PyCFunction)(void (*)(void))read_rows_columns,
+     METH_FASTCALL,
+     "read_rows_columns(numbers, raws, spec) -> the same rows as column buffers"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -19,6 +19,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ncclparse import schema
+from ncclparse.arrays import array
 
 # Columns every row of a run shares: filled in from the run when read back.
 RUN_COLUMNS = frozenset(
@@ -26,7 +27,8 @@ RUN_COLUMNS = frozenset(
 )
 COPY = "_copy"  # which interleaved copy of a run a row belongs to (nccl-tests)
 _FIELDS = [f for f in schema.MEASUREMENT_FIELDS if f.name not in RUN_COLUMNS]
-_SCHEMA = pa.schema([*_FIELDS, pa.field(COPY, pa.int32())])
+# What a spill file holds: the rows' own columns and the copy index.
+SCHEMA = pa.schema([*_FIELDS, pa.field(COPY, pa.int32())])
 _READ_SCHEMA = pa.schema(_FIELDS)  # as read back: without the copy index
 _DEFAULTS: dict[str, Any] = {"cputime": False, "grouped": False}
 _OPTIONS = pa.ipc.IpcWriteOptions(
@@ -60,14 +62,22 @@ class RowSpill:
         if not rows:
             return
         columns = {}
-        for name in _SCHEMA.names:  # one comprehension per column: the cheap way
+        for name in SCHEMA.names:  # one comprehension per column: the cheap way
             default = _DEFAULTS.get(name)
             columns[name] = [row.get(name, default) for row in rows]
         self.counts.update(columns[COPY])
-        batch = pa.RecordBatch.from_pydict(columns, schema=_SCHEMA)
+        arrays = [array(columns[f.name], f.type) for f in SCHEMA]
+        self._write(pa.RecordBatch.from_arrays(arrays, schema=SCHEMA))
+
+    def write_batch(self, batch: pa.RecordBatch) -> None:
+        """Append rows given as a batch of :data:`SCHEMA` with no copy index."""
+        self.counts[None] += batch.num_rows
+        self._write(batch)
+
+    def _write(self, batch: pa.RecordBatch) -> None:
         try:
             if self._writer is None:
-                self._writer = pa.ipc.new_stream(self._file, _SCHEMA, options=_OPTIONS)
+                self._writer = pa.ipc.new_stream(self._file, SCHEMA, options=_OPTIONS)
             self._writer.write_batch(batch)
         except OSError as exc:
             raise self._error(exc) from exc

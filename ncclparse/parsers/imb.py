@@ -39,7 +39,7 @@ from typing import Any
 from ncclparse.schema import RunStatus
 
 from . import _impi
-from ._lines import Line
+from ._lines import Line, mentions
 from ._model import Run, parse_at_end
 from ._nccl_layout import table_row_problem
 from ._sizes import REDUCING, imb_size_bytes
@@ -151,8 +151,14 @@ _ERROR = re.compile(r"^ERROR|^Invalid benchmark name|^Try \"IMB-\S+ -help\"", re
 _DEFECT_TOLERANCE = 1e-2
 
 
+# Text that each match of _SNIFF holds (see oneccl._SNIFF_TEXT).
+_SNIFF_TEXT = ("(R) MPI Benchmark", "# Benchmarking ", "# #processes = ", 'Try "IMB-')
+
+
 def sniff(head: Sequence[Line]) -> bool:
     """Whether ``head`` is IMB output (its title, a section banner or its errors)."""
+    if not mentions(head, _SNIFF_TEXT):
+        return False
     return any(_SNIFF.search(ln.text) for ln in head)
 
 

@@ -9,15 +9,19 @@ as separate streams, so interleaved copies of a non-MPI build become separate ru
 
 from __future__ import annotations
 
+import bisect
 import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
+import numpy as np
+
 from . import _lines
 from ._lines import MAX_LINE, Line, Rows, Skipped, as_line
-from ._model import Run
+from ._model import KEEP_ROWS, Run
+from ._native_rows import NativeColumns
 from ._nccl_infer import (
     infer_collective,
     infer_nodes_from_elided,
@@ -25,6 +29,7 @@ from ._nccl_infer import (
 )
 from ._nccl_layout import (
     ImpossibleValue,
+    Layout,
     RowError,
     is_names_line,
     layout_from_header,
@@ -137,6 +142,9 @@ class _Parser:
             state.pending = None
         if run.status == "truncated" and run.rows:
             run.warn(run.last_line, "input ended before the footer (run truncated)")
+        # Inference reads the first KEEP_ROWS rows, whether later ones came as dicts
+        # or as columns (feed_rows).
+        run.seal_rows(all_after=True)
         infer_collective(run, state.old_keys, self.source, state.before_2_10)
         nodes = None
         if state.topology is not None:
@@ -247,16 +255,13 @@ class _Parser:
         is read natively only where feed() would go straight to _row and add its
         rows with no warning (the native reader gives None for every other line).
         """
-        read_rows = _lines.read_rows
-        assert read_rows is not None  # Rows come only with the native reader
         state = self._state(None)
         numbers, raws, facts = rows.numbers, rows.raws, rows.facts
-        read: _lines.RowsRead | None = None
-        read_from = 0  # the index of read[0]
-        read_for: tuple[object, str | None] | None = None  # (layout, -K) read with
+        reader = _NativeRows(numbers, raws)
         measurements = noise = 0
-        previous = numbers[0] - 1
-        for index, number in enumerate(numbers):
+        previous, index = numbers[0] - 1, 0
+        while index < len(numbers):
+            number = numbers[index]
             if number - previous > 1:  # plain NCCL lines: as skip_noise()
                 noise += number - previous - 1
                 if state.unread:
@@ -265,8 +270,7 @@ class _Parser:
                     state.run.last_line = number - 1
                 if facts and index in facts:
                     self._topology(state, facts[index])
-            previous = number
-            run, layout, done = state.run, state.layout, None
+            run, layout, read = state.run, state.layout, None
             if (
                 run is not None
                 and layout is not None
@@ -274,27 +278,29 @@ class _Parser:
                 and state.pending is None
                 and state.copies == 1
             ):
-                skip = run.params.get("per_iter_skip")
-                if read_for is None or read_for[0] is not layout or read_for[1] != skip:
-                    spec = row_spec(layout, None if skip is None else int(skip))
-                    read = (
-                        None
-                        if spec is None
-                        else read_rows(numbers[index:], raws[index:], spec)
-                    )
-                    read_from, read_for = index, (layout, skip)
-                if read is not None:
-                    done = read[index - read_from]
-            if done is None or run is None:
+                read = reader.read(index, run, layout)
+            if read is None or run is None:
+                reader.flush()  # feed() may end the run: its rows first
                 self.feed(as_line(number, raws[index]))
+                previous, index = number, index + 1
                 continue
-            state.row_fields = done[0]
-            for row in done[1]:
+            fields, dicts, stop = read
+            for row in dicts:
                 run.add_row(row)
-            measurements += 1
+            if stop > index + 1:  # lines read as columns, plain NCCL lines between
+                last = numbers[stop - 1]
+                noise += last - number - (stop - 1 - index)
+                for at in range(index + 1, stop) if facts else ():
+                    if at in facts:
+                        self._topology(state, facts[at])
+                number = last
+            state.row_fields = fields
+            measurements += stop - index
             if state.unread:
                 self._flush_unread(state)
             run.last_line = number
+            previous, index = number, stop
+        reader.flush()
         if measurements:
             self.accounting["measurement"] += measurements
         if noise:
@@ -761,6 +767,90 @@ class _Parser:
         # Rows whose warning names them are accounted as warned, not twice.
         self.accounting["warned"] += self.accounting.pop("warned_named", 0)
         return self.accounting
+
+
+class _NativeRows:
+    """The native reads of one Rows batch, each made for the run and layout the
+    parser is in when it reaches a line (and made again when they change).
+
+    A run's first KEEP_ROWS rows are dicts (inference reads them); after those,
+    rows are read as columns (:class:`NativeColumns`) and go to the run's spill in
+    batches: :meth:`flush` writes those read so far, and must come before the
+    parser reads any line itself.
+    """
+
+    def __init__(self, numbers: list[int], raws: list[str]) -> None:
+        self.numbers, self.raws = numbers, raws
+        self.key: tuple[Run, Layout, str | None, bool] | None = None
+        self.start = 0  # the index of the first line of the current read
+        self.dicts: _lines.RowsRead | None = None
+        self.columns: NativeColumns | None = None
+        self.fields: list[int] = []  # of the columns' lines
+        self.ends: list[int] = []
+        self.unread: list[int] = []  # where fields are 0: lines for the parser
+        self.run: Run | None = None  # whose rows the columns are
+        self.written = self.read_to = 0  # the columns' rows written, and read
+
+    def read(
+        self, index: int, run: Run, layout: Layout
+    ) -> tuple[int, tuple[dict[str, Any], ...], int] | None:
+        """Line ``index`` read natively for ``run`` in ``layout``, or None.
+
+        Returns (the token count of the last line read, row dicts, the index after
+        the last line read): one line and its dicts, or (as columns, no dicts) every
+        line from ``index`` up to the next one the parser must read itself."""
+        skip = run.params.get("per_iter_skip")
+        columnar = len(run.rows) >= KEEP_ROWS and _lines.read_rows_columns is not None
+        key = self.key
+        if (
+            key is None
+            or key[0] is not run
+            or key[1] is not layout
+            or key[2:]
+            != (
+                skip,
+                columnar,
+            )
+        ):
+            self._read(index, run, layout, skip, columnar)
+        at = index - self.start
+        if self.columns is not None:
+            if not self.fields[at]:
+                return None
+            after = bisect.bisect_right(self.unread, at)
+            stop = self.unread[after] if after < len(self.unread) else len(self.fields)
+            self.read_to = self.ends[stop - 1]
+            return self.fields[stop - 1], (), self.start + stop
+        read = None if self.dicts is None else self.dicts[at]
+        return None if read is None else (read[0], read[1], index + 1)
+
+    def _read(
+        self, index: int, run: Run, layout: Layout, skip: str | None, columnar: bool
+    ) -> None:
+        self.flush()
+        self.key, self.start = (run, layout, skip, columnar), index
+        self.dicts = self.columns = None
+        spec = row_spec(layout, None if skip is None else int(skip))
+        if spec is None:
+            return
+        numbers, raws = self.numbers[index:], self.raws[index:]
+        read_rows, read_columns = _lines.read_rows, _lines.read_rows_columns
+        if columnar and read_columns is not None:
+            output = read_columns(numbers, raws, spec)
+            self.columns = NativeColumns(output, layout.cputime, spec[6])
+            self.fields = self.columns.fields.tolist()
+            self.ends = self.columns.ends.tolist()
+            self.unread = np.flatnonzero(self.columns.fields == 0).tolist()
+            self.run, self.written, self.read_to = run, 0, 0
+        elif read_rows is not None:
+            self.dicts = read_rows(numbers, raws, spec)
+
+    def flush(self) -> None:
+        """Write the rows read as columns so far to their run."""
+        columns, run = self.columns, self.run
+        if columns is not None and run is not None and self.read_to > self.written:
+            run.add_batch(columns.rows(self.written, self.read_to))
+            self.written = self.read_to
 
 
 def _cut_message(line: Line) -> str:

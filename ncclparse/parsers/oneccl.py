@@ -21,7 +21,7 @@ from typing import Any
 from ncclparse.schema import DTYPE_BYTES
 
 from . import _impi
-from ._lines import Line
+from ._lines import Line, mentions
 from ._model import Run, parse_at_end
 from ._nccl_layout import is_count, table_row_problem
 from ._sizes import REDUCING, oneccl_size_bytes
@@ -122,8 +122,25 @@ _USAGE_LINE = re.compile(r"^(?:\t|OPTIONS:|example:)", re.ASCII)
 _STRUCTURE = re.compile(r"^(?:PASSED|do unordered test)$", re.ASCII)
 
 
+# Text that each match of _SNIFF or _CCL_LOG holds: a head with none of it is not
+# searched line by line (20,000 lines of NCCL debug output, in an nccl-tests log).
+_SNIFF_TEXT = (
+    "# Benchmarking: ",
+    "processes: ",
+    "errors while parsing user options",
+    "[-l,--coll <",
+    "oneCCL:",
+    "ccl::v",
+    "do unordered test",
+    ": @ atl_",
+    ") |",
+)
+
+
 def sniff(head: Sequence[Line]) -> bool:
     """Whether ``head`` is oneCCL benchmark output (stdout/stderr, not its CSV)."""
+    if not mentions(head, _SNIFF_TEXT):
+        return False
     return any(_SNIFF.search(ln.text) or _CCL_LOG.search(ln.text) for ln in head)
 
 

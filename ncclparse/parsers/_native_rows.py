@@ -1,0 +1,81 @@
+"""The native row reader's column output (``_scan.read_rows_columns``) as Arrow.
+
+For a run past its first KEEP_ROWS rows, whose rows go to its spill anyway, the
+native reader gives the rows of many lines as column buffers instead of one dict per
+row: :class:`NativeColumns` turns them into record batches of the spill's schema,
+with the values the parser's row dicts would have given (absent keys null, cputime
+and grouped false), without a Python object per value.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import numpy.typing as npt
+import pyarrow as pa
+
+from ncclparse.arrays import array
+
+from ._spill import SCHEMA
+
+# The order of _scan.c's column buffers and lists (C_* and S_* there).
+_FIELDS, _ENDS, _LINE, _SIZE, _COUNT, _ROOT, _ROOT_VALID, _METRICS = range(8)
+_METRIC_COLUMNS = (
+    "time_us",
+    "algbw_gbps",
+    "busbw_gbps",
+    "wrong",
+    "time_min_us",
+    "time_max_us",
+    "time_p99_us",
+    "stddev_pct",
+)
+_BUFFERS = _METRICS + 2 * len(_METRIC_COLUMNS)
+_STRINGS = ("placement", "dtype", "redop", "wrong_kind")
+
+
+class NativeColumns:
+    """The output of one ``read_rows_columns`` call over lines ``numbers``.
+
+    ``fields[i]``: the token count of line i, 0 when the parser must read it itself;
+    ``ends[i]``: how many rows the lines up to i gave.
+    """
+
+    def __init__(self, output: tuple[Any, ...], cputime: bool, skipped: int | None):
+        self.fields: npt.NDArray[np.uint8] = np.frombuffer(output[_FIELDS], np.uint8)
+        self.ends: npt.NDArray[np.int64] = np.frombuffer(output[_ENDS], np.int64)
+        rows = int(self.ends[-1]) if len(self.ends) else 0
+        columns: dict[str, pa.Array[Any]] = {
+            "line": _numbers(output[_LINE], pa.int64(), rows),
+            "size_bytes": _numbers(output[_SIZE], pa.int64(), rows),
+            "count": _numbers(output[_COUNT], pa.int64(), rows),
+            "root": _numbers(output[_ROOT], pa.int32(), rows, output[_ROOT_VALID]),
+            "cputime": array([cputime] * rows, pa.bool_()),
+            "grouped": array([False] * rows, pa.bool_()),
+            "iter_skipped": array([skipped] * rows, pa.int64()),
+        }
+        columns["reported_bytes"] = columns["size_bytes"]
+        for index, name in enumerate(_METRIC_COLUMNS):
+            values, valid = output[_METRICS + 2 * index : _METRICS + 2 * index + 2]
+            columns[name] = _numbers(values, pa.float64(), rows, valid)
+        for index, name in enumerate(_STRINGS):
+            columns[name] = array(output[_BUFFERS + index], pa.string())
+        self._batch = pa.RecordBatch.from_arrays(
+            [columns.get(f.name, pa.nulls(rows, f.type)) for f in SCHEMA],
+            schema=SCHEMA,
+        )
+
+    def rows(self, start: int, stop: int) -> pa.RecordBatch:
+        """Rows ``start`` to ``stop`` (not included), as a spill batch."""
+        return self._batch.slice(start, stop - start)
+
+
+def _numbers(
+    data: bytes, type: pa.DataType, rows: int, valid: bytes | None = None
+) -> pa.Array[Any]:
+    bitmap = None
+    if valid is not None and rows and valid.count(0):
+        flags = np.frombuffer(valid, np.uint8).astype(bool)
+        bitmap = pa.py_buffer(np.packbits(flags, bitorder="little").tobytes())
+    return pa.Array.from_buffers(type, rows, [bitmap, pa.py_buffer(data)])
