@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-__all__ = ["array", "empty_table"]
+__all__ = ["array", "empty_table", "repeated"]
 
 _NUMBERS = {
     pa.int32(): np.int32,
@@ -34,6 +34,15 @@ def array(values: Sequence[Any], type: pa.DataType) -> pa.Array[Any]:
     except (TypeError, ValueError, OverflowError, UnicodeError, pa.ArrowException):
         built = None
     return pa.array(values, type=type) if built is None else built
+
+
+def repeated(value: Any, type: pa.DataType, n: int) -> pa.Array[Any]:
+    """``array([value] * n, type)``, without a list of n values (a run's source,
+    tool or device on each of its rows)."""
+    zeros = pa.py_buffer(np.zeros(n, np.int32).tobytes())
+    return array([value], type).take(
+        pa.Array.from_buffers(pa.int32(), n, [None, zeros])
+    )
 
 
 def empty_table(schema: pa.Schema) -> pa.Table:

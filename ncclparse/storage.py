@@ -13,6 +13,7 @@ import os
 import tempfile
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -98,21 +99,40 @@ def batch_writer(
     if fmt == "parquet":
         parquet = pq.ParquetWriter(handle, schema)
         pending: list[pa.RecordBatch] = []
+        # Row groups are encoded and written by one thread while parsing goes on
+        # (pyarrow releases the GIL): at most one in flight, so memory holds at most
+        # two row groups; its error is raised here, at the next write or the end.
+        writer = ThreadPoolExecutor(max_workers=1)
+        flight: list[Future[None]] = []
+
+        def flush() -> None:
+            for done in flight:
+                done.result()
+            flight.clear()
+            if pending:
+                group = pa.Table.from_batches(pending, schema=schema)
+                flight.append(writer.submit(parquet.write_table, group))
+                pending.clear()
 
         def write(batch: pa.RecordBatch) -> None:
             # Batches gathered into row groups of ROW_GROUP_ROWS: a row group per
             # small batch would make the footer (held in memory) grow with the rows.
             pending.append(batch)
             if sum(b.num_rows for b in pending) >= ROW_GROUP_ROWS:
-                parquet.write_table(pa.Table.from_batches(pending, schema=schema))
-                pending.clear()
+                flush()
 
         try:
             yield write
-            if pending:
-                parquet.write_table(pa.Table.from_batches(pending, schema=schema))
-        finally:
-            parquet.close()
+            flush()
+            flush()  # waits for the last row group
+        except BaseException:
+            writer.shutdown(wait=True)
+            # The output is abandoned (atomic_output drops it): no footer is written
+            # to a stream that may have failed, now or when the writer is collected.
+            parquet.is_open = False
+            raise
+        writer.shutdown(wait=True)
+        parquet.close()
     elif fmt == "arrow":
         # pyarrow-stubs accept only IOBase, not typing.IO; any binary file object works.
         with pa.ipc.new_file(handle, schema) as ipc:  # type: ignore[arg-type]

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ncclparse import schema
-from ncclparse.arrays import array, empty_table
+from ncclparse.arrays import array, empty_table, repeated
 
 ROOT = Path(__file__).parent.parent
 
@@ -129,3 +129,29 @@ print("ok")
         "m.arrow", "m.csv", "m.jsonl", "m.parquet",
         "r.arrow", "r.csv", "r.jsonl", "r.parquet",
     ]  # fmt: skip
+
+
+@given(
+    st.sampled_from(
+        [
+            ("x", pa.string()),
+            ("", pa.string()),
+            ("h\x00\u00e9", pa.string()),
+            (None, pa.string()),
+            (5, pa.int64()),
+            (-(2**63), pa.int64()),
+            (None, pa.int32()),
+            (7, pa.int32()),
+            (1.5, pa.float64()),
+            (True, pa.bool_()),
+        ]
+    ),
+    st.integers(0, 70),
+)
+def test_repeated_is_array_of_the_repeated_value(
+    case: tuple[object, pa.DataType], n: int
+) -> None:
+    value, type_ = case
+    built = repeated(value, type_, n)
+    assert built.type == type_
+    assert built.equals(pa.array([value] * n, type=type_))

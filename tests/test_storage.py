@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 
@@ -144,3 +145,41 @@ def test_a_file_that_is_not_a_table_is_an_input_error(
     with pytest.raises(ncclparse.InputError) as caught:
         storage.read_table(path)
     assert str(caught.value) == f"{path}: cannot read table: " + why.format(path=path)
+
+
+def test_a_parquet_write_error_in_the_writer_thread_reaches_the_caller() -> None:
+    """Row groups are written by a thread: its error (here a full disk) is raised to
+    the caller at its next write of a row group, not only at the end, and nothing
+    hangs."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full on this system")
+    table = ncclparse.parse(FIXTURES / "nccl" / _LOG).measurements
+    rows = pa.concat_tables([table] * (3 * storage.ROW_GROUP_ROWS // table.num_rows))
+    batches = rows.to_batches(max_chunksize=1_000)
+    written = 0
+
+    def write_all() -> None:
+        nonlocal written
+        with (
+            open("/dev/full", "wb") as full,
+            storage.batch_writer(full, rows.schema, "parquet") as write,
+        ):
+            for batch in batches:
+                write(batch)
+                written += 1
+
+    with pytest.raises(OSError, match="No space left on device"):
+        write_all()
+    # The first row group failed in the thread; the write that makes the second
+    # one full raised it.
+    ends = list(itertools.accumulate(b.num_rows for b in batches))
+    first = next(i for i, end in enumerate(ends) if end >= storage.ROW_GROUP_ROWS)
+    second = next(
+        i
+        for i in range(first + 1, len(ends))
+        if ends[i] - ends[first] >= storage.ROW_GROUP_ROWS
+    )
+    assert written == second < len(batches) - 1
+
+
+_LOG = "superbench-testdata_reduce_a100_8gpu_c0_redop_root_cols_complete.log"

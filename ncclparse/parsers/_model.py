@@ -14,7 +14,7 @@ from typing import Any
 import pyarrow as pa
 
 from ncclparse import schema
-from ncclparse.arrays import array
+from ncclparse.arrays import repeated
 
 from ._lines import Line
 from ._spill import RUN_COLUMNS, RowSpill
@@ -406,9 +406,9 @@ def _with_run_columns(
     arrays = []
     for f in schema.MEASUREMENT_FIELDS:
         if f.name in shared:
-            arrays.append(array([shared[f.name]] * batch.num_rows, f.type))
+            arrays.append(repeated(shared[f.name], f.type, batch.num_rows))
         elif f.name == "collective" and collective is not None:
-            arrays.append(array([collective] * batch.num_rows, f.type))
+            arrays.append(repeated(collective, f.type, batch.num_rows))
         else:
             arrays.append(batch.column(f.name))
     return pa.RecordBatch.from_arrays(arrays, schema=schema.MEASUREMENTS_SCHEMA)

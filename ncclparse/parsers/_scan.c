@@ -226,15 +226,43 @@ ucs1_hint(const Py_UCS1 *s, Py_ssize_t at, Py_ssize_t stop)
            (a >= '1' && a <= '9');
 }
 
+/* Whether s[pos:stop) holds " NCCL INFO " or " NCCL WARN ". These are in most
+ * lines, so they are looked for line by line, from each "N" (memmem's set-up per
+ * call cost more than the search). */
+static int
+ucs1_has_level(const Py_UCS1 *s, Py_ssize_t pos, Py_ssize_t stop)
+{
+    const Py_UCS1 *p = s + pos + 1, *end = s + stop; /* a blank before the "N" */
+    while (end - p >= 10 && (p = memchr(p, 'N', (size_t)(end - p - 9))) != NULL) {
+        if (p[-1] == ' ' && memcmp(p, "NCCL ", 5) == 0 &&
+            (memcmp(p + 5, "INFO ", 5) == 0 || memcmp(p + 5, "WARN ", 5) == 0))
+            return 1;
+        p++;
+    }
+    return 0;
+}
+
+/* Whether an "L INFO " in s[pos:stop) is followed by what a fact starts with. */
+static int
+ucs1_hinted(const Py_UCS1 *s, Py_ssize_t pos, Py_ssize_t stop)
+{
+    const Py_UCS1 *p = s + pos, *end = s + stop;
+    while (end - p >= 7 && (p = memchr(p, 'L', (size_t)(end - p - 6))) != NULL) {
+        if (memcmp(p, "L INFO ", 7) == 0 && ucs1_hint(s, p - s, stop))
+            return 1;
+        p++;
+    }
+    return 0;
+}
+
 static int
 scan_ucs1(PyObject *block, const Py_UCS1 *s, Py_ssize_t end, PyObject *indices,
           PyObject *starts, PyObject *raws, PyObject *facts, PyObject *candidates,
           Py_ssize_t *lines)
 {
-    Lazy cr = LAZY("\r"), info = LAZY(" NCCL INFO "), warn = LAZY(" NCCL WARN ");
+    Lazy cr = LAZY("\r");
     Lazy version = LAZY("version"), ailure = LAZY("ailure"), imeout = LAZY("imeout");
     Lazy perf = LAZY("_perf"), via = LAZY(" via NET/"), gdr = LAZY("/GDRDMA");
-    Lazy linfo = LAZY("L INFO ");
     Py_ssize_t count = 0, pos = 0;
     while (pos < end) {
         const Py_UCS1 *nl = memchr(s + pos, '\n', (size_t)(end - pos));
@@ -242,9 +270,7 @@ scan_ucs1(PyObject *block, const Py_UCS1 *s, Py_ssize_t end, PyObject *indices,
         Py_ssize_t at = lazy_next(&cr, s, pos, end);
         if (at < stop - (nl != NULL)) /* a "\r" before the "\n" */
             stop = (at + 1 < end && s[at + 1] == '\n') ? at + 2 : at + 1;
-        int keep = read_first(s[pos]) ||
-                   (!lazy_in(&info, s, pos, stop, end) &&
-                    !lazy_in(&warn, s, pos, stop, end)) ||
+        int keep = read_first(s[pos]) || !ucs1_has_level(s, pos, stop) ||
                    lazy_in(&version, s, pos, stop, end) ||
                    lazy_in(&ailure, s, pos, stop, end) ||
                    lazy_in(&imeout, s, pos, stop, end) ||
@@ -255,15 +281,8 @@ scan_ucs1(PyObject *block, const Py_UCS1 *s, Py_ssize_t end, PyObject *indices,
                 return -1;
         }
         else {
-            int fact =
-                lazy_in(&via, s, pos, stop, end) || lazy_in(&gdr, s, pos, stop, end);
-            for (Py_ssize_t from = pos; !fact;) {
-                Py_ssize_t hit = lazy_next(&linfo, s, from, end);
-                if (hit == PY_SSIZE_T_MAX || hit + 7 > stop)
-                    break;
-                fact = ucs1_hint(s, hit, stop);
-                from = hit + 1;
-            }
+            int fact = lazy_in(&via, s, pos, stop, end) ||
+                       lazy_in(&gdr, s, pos, stop, end) || ucs1_hinted(s, pos, stop);
             if (fact && append_substring(candidates, block, pos, stop) < 0)
                 return -1;
         }
