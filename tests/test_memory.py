@@ -190,20 +190,26 @@ def test_distinct_warnings_are_capped() -> None:
 BASE_LINES = 12_500 * (8 if os.environ.get("HYPOTHESIS_PROFILE") == "long" else 1)
 
 
+def child_output(code: str, env: dict[str, str] | None = None) -> str:
+    """What a child Python process running ``code`` prints (it must succeed)."""
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=600,
+        env=env,
+    )
+    return out.stdout
+
+
 def peak_rss_mb(code: str) -> float:
     """Peak resident set of a child Python process running ``code``, in MiB."""
     script = (
         code
         + "\nimport resource\nprint(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)"
     )
-    out = subprocess.run(
-        [sys.executable, "-c", script],
-        capture_output=True,
-        text=True,
-        check=True,
-        timeout=600,
-    )
-    return int(out.stdout.split()[-1]) / 1024
+    return int(child_output(script).split()[-1]) / 1024
 
 
 def _parse_file_code(path: Path) -> str:
@@ -325,13 +331,5 @@ def test_the_command_uses_the_system_memory_pool_unless_told(
     env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
     if chosen is not None:
         env["ARROW_DEFAULT_MEMORY_POOL"] = chosen
-    out = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-        check=True,
-    )
-    assert out.stdout.split() == [used]
+    assert child_output(code, env).split() == [used]
     assert (tmp_path / "m.parquet").exists()
