@@ -27,7 +27,8 @@ ScanResult = tuple[int, list[int], list[int], list[str], list[str | None]]
 ScanBlock = Callable[[str, int], ScanResult]
 # Per line: (its number of tokens, its row dicts), or None for the parser to read.
 RowsRead = list[tuple[int, tuple[dict[str, Any], ...]] | None]
-ReadRows = Callable[[list[int], list[str], tuple[Any, ...]], RowsRead]
+# (numbers, raws, spec, start, limit): see _scan.c.
+ReadRows = Callable[[list[int], list[str], tuple[Any, ...], int, int], RowsRead]
 
 
 def _native() -> Any:

@@ -371,12 +371,12 @@ fail:
 }
 
 /* ---------------------------------------------------------------------------
- * read_rows(numbers, raws, spec): the measurement rows of plain nccl-tests data
+ * read_rows(numbers, raws, spec, start, limit): the measurement rows of plain nccl-tests data
  * lines, as the Python parser (nccl_tests._Parser._data/_row with
  * _nccl_layout.read_row) would build them for a run in its table, or None for a
  * line it must read itself.
  *
- * spec (built by _nccl_rows.row_spec from a Layout) is
+ * spec (built by _nccl_layout.row_spec from a Layout) is
  *   (labels, half, placements, time_in_ms, cputime, wrong_kind, iter_skipped,
  *    dtypes)
  * labels: how many redop/root key columns the layout has after `type`; half: the
@@ -395,9 +395,12 @@ fail:
  * algbw and busbw are finite and not negative; and a block is either wholly
  * printed or N/A in time, algbw and busbw. Any other line gives None, and the
  * parser reads it line by line (the reference). Each read line gives
- * (number of tokens, (row dict per printed block, ...)).
+ * (number of tokens, (row dict per printed block, ...)). The lines from `start`
+ * on are read, at most `limit`, and reading stops after the first None: the
+ * parser reads that line, which may change what the next ones mean (a new run),
+ * so each line is read once.
  *
- * read_rows_columns(numbers, raws, spec) reads the same lines the same way, but
+ * read_rows_columns(numbers, raws, spec, start, limit) reads the same lines the same way, but
  * gives their rows as columns, for rows that go to a run's spill: per line its
  * token count (0: the parser's to read) and how many rows the lines up to it gave;
  * per row its line, size, count, root, each metric (C values, and a byte per value
@@ -732,6 +735,7 @@ parse_line(PyObject *raw, const Spec *spec, Row *row)
     PyObject *type = PyUnicode_FromStringAndSize(s + tokens[2].start, tokens[2].length);
     if (type == NULL)
         return -1;
+    /* Borrowed: spec->dtypes is _nccl_layout.DTYPES, which nothing changes. */
     row->dtype = PyDict_GetItemWithError(spec->dtypes, type);
     Py_DECREF(type);
     if (row->dtype == NULL)
@@ -841,17 +845,31 @@ done:
     return result;
 }
 
-/* The arguments (numbers, raws, spec) of read_rows and read_rows_columns. */
+/* The arguments (numbers, raws, spec, start, limit) of read_rows and
+ * read_rows_columns: the lines from start on, at most limit of them, are read. */
 static int
-read_args(PyObject *const *args, Py_ssize_t nargs, const char *name, Spec *spec)
+read_args(PyObject *const *args, Py_ssize_t nargs, const char *name, Spec *spec,
+          Py_ssize_t *start, Py_ssize_t *stop)
 {
-    if (nargs != 3 || !PyList_Check(args[0]) || !PyList_Check(args[1]) ||
+    if (nargs != 5 || !PyList_Check(args[0]) || !PyList_Check(args[1]) ||
         !PyTuple_Check(args[2]) ||
         PyList_GET_SIZE(args[0]) != PyList_GET_SIZE(args[1])) {
         PyErr_Format(PyExc_TypeError,
-                     "%s(numbers: list[int], raws: list[str], spec: tuple)", name);
+                     "%s(numbers: list[int], raws: list[str], spec: tuple, start: int, "
+                     "limit: int)",
+                     name);
         return -1;
     }
+    Py_ssize_t n = PyList_GET_SIZE(args[1]);
+    Py_ssize_t first = PyLong_AsSsize_t(args[3]), limit = PyLong_AsSsize_t(args[4]);
+    if ((first == -1 || limit == -1) && PyErr_Occurred())
+        return -1;
+    if (first < 0 || first > n || limit < 0) {
+        PyErr_Format(PyExc_ValueError, "%s: start or limit out of range", name);
+        return -1;
+    }
+    *start = first;
+    *stop = limit < n - first ? first + limit : n;
     return read_spec(args[2], spec);
 }
 
@@ -860,13 +878,13 @@ read_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
     Spec spec;
-    if (read_args(args, nargs, "read_rows", &spec) < 0)
+    Py_ssize_t start, stop;
+    if (read_args(args, nargs, "read_rows", &spec, &start, &stop) < 0)
         return NULL;
-    Py_ssize_t n = PyList_GET_SIZE(args[1]);
-    PyObject *out = PyList_New(n);
+    PyObject *out = PyList_New(0);
     if (out == NULL)
         return NULL;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    for (Py_ssize_t i = start; i < stop; i++) {
         Row row;
         int read = parse_line(PyList_GET_ITEM(args[1], i), &spec, &row);
         PyObject *item = NULL;
@@ -877,11 +895,14 @@ read_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         else if (read == 0) {
             item = Py_NewRef(Py_None);
         }
-        if (item == NULL) {
+        if (item == NULL || PyList_Append(out, item) < 0) {
+            Py_XDECREF(item);
             Py_DECREF(out);
             return NULL;
         }
-        PyList_SET_ITEM(out, i, item);
+        Py_DECREF(item);
+        if (read == 0)
+            break; /* the parser reads it, and may change what the rest means */
     }
     return out;
 }
@@ -972,7 +993,8 @@ read_rows_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
     (void)module;
     Spec spec;
-    if (read_args(args, nargs, "read_rows_columns", &spec) < 0)
+    Py_ssize_t start, stop;
+    if (read_args(args, nargs, "read_rows_columns", &spec, &start, &stop) < 0)
         return NULL;
     Buffer buffers[C_BUFFERS];
     PyObject *lists[S_LISTS] = {NULL};
@@ -981,9 +1003,8 @@ read_rows_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     for (int i = 0; i < S_LISTS; i++)
         if ((lists[i] = PyList_New(0)) == NULL)
             goto done;
-    Py_ssize_t n = PyList_GET_SIZE(args[1]);
     long long rows = 0;
-    for (Py_ssize_t i = 0; i < n; i++) {
+    for (Py_ssize_t i = start; i < stop; i++) {
         Row row;
         int read = parse_line(PyList_GET_ITEM(args[1], i), &spec, &row);
         if (read < 0)
@@ -1003,6 +1024,8 @@ read_rows_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (put(&buffers[C_FIELDS], &fields, 1) < 0 ||
             put(&buffers[C_ENDS], &rows, 8) < 0)
             goto done;
+        if (read == 0)
+            break; /* as in read_rows */
     }
     result = PyTuple_New(C_BUFFERS + S_LISTS);
     if (result == NULL)
@@ -1048,11 +1071,13 @@ static struct PyModuleDef module = {
 PyMODINIT_FUNC
 PyInit__scan(void)
 {
-    for (int i = 0; i < K_KEYS; i++)
-        if ((keys[i] = PyUnicode_InternFromString(KEY_NAMES[i])) == NULL)
+    for (int i = 0; i < K_KEYS; i++) /* once per process: the module is -1 */
+        if (keys[i] == NULL && (keys[i] = PyUnicode_InternFromString(KEY_NAMES[i])) == NULL)
             return NULL;
-    if ((str_count = PyUnicode_InternFromString("count")) == NULL ||
-        (str_deviation = PyUnicode_InternFromString("max_deviation")) == NULL)
+    if ((str_count == NULL &&
+         (str_count = PyUnicode_InternFromString("count")) == NULL) ||
+        (str_deviation == NULL &&
+         (str_deviation = PyUnicode_InternFromString("max_deviation")) == NULL))
         return NULL;
     return PyModule_Create(&module);
 }

@@ -9,14 +9,11 @@ as separate streams, so interleaved copies of a non-MPI build become separate ru
 
 from __future__ import annotations
 
-import bisect
 import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
-
-import numpy as np
 
 from . import _lines
 from ._lines import MAX_LINE, Line, Rows, Skipped, as_line
@@ -31,6 +28,7 @@ from ._nccl_layout import (
     ImpossibleValue,
     Layout,
     RowError,
+    is_count,
     is_names_line,
     layout_from_header,
     layout_from_row,
@@ -687,7 +685,7 @@ class _Parser:
             if block.pop("over_tolerance"):
                 run.warn(number, f"{placement} error marked * (over the tolerance)")
             if "i_p99" in state.layout.half and "per_iter_skip" in run.params:
-                block["iter_skipped"] = int(run.params["per_iter_skip"])
+                block["iter_skipped"] = iter_skipped(run)
             run.add_row(
                 {
                     "line": number,
@@ -785,9 +783,9 @@ class _NativeRows:
         self.start = 0  # the index of the first line of the current read
         self.dicts: _lines.RowsRead | None = None
         self.columns: NativeColumns | None = None
+        self.end = 0  # the index after the last line of the current read
         self.fields: list[int] = []  # of the columns' lines
         self.ends: list[int] = []
-        self.unread: list[int] = []  # where fields are 0: lines for the parser
         self.run: Run | None = None  # whose rows the columns are
         self.written = self.read_to = 0  # the columns' rows written, and read
 
@@ -799,26 +797,24 @@ class _NativeRows:
         Returns (the token count of the last line read, row dicts, the index after
         the last line read): one line and its dicts, or (as columns, no dicts) every
         line from ``index`` up to the next one the parser must read itself."""
-        skip = run.params.get("per_iter_skip")
+        skip = run.params.get("per_iter_skip") if "i_p99" in layout.half else None
         columnar = len(run.rows) >= KEEP_ROWS and _lines.read_rows_columns is not None
         key = self.key
         if (
             key is None
             or key[0] is not run
             or key[1] is not layout
-            or key[2:]
-            != (
-                skip,
-                columnar,
-            )
+            or key[2:] != (skip, columnar)
+            or index >= self.end
         ):
             self._read(index, run, layout, skip, columnar)
         at = index - self.start
         if self.columns is not None:
             if not self.fields[at]:
                 return None
-            after = bisect.bisect_right(self.unread, at)
-            stop = self.unread[after] if after < len(self.unread) else len(self.fields)
+            stop = len(self.fields)
+            if not self.fields[-1]:  # reading stopped after a line for the parser
+                stop -= 1
             self.read_to = self.ends[stop - 1]
             return self.fields[stop - 1], (), self.start + stop
         read = None if self.dicts is None else self.dicts[at]
@@ -827,23 +823,32 @@ class _NativeRows:
     def _read(
         self, index: int, run: Run, layout: Layout, skip: str | None, columnar: bool
     ) -> None:
+        """Read from line ``index`` to the first line the parser must read itself
+        (each line is read once; dicts only up to the run's KEEP_ROWS-th row)."""
         self.flush()
         self.key, self.start = (run, layout, skip, columnar), index
         self.dicts = self.columns = None
-        spec = row_spec(layout, None if skip is None else int(skip))
+        self.end = index + 1  # nothing read: the next line is looked at anew
+        skipped = None if skip is None else _count(skip)
+        if skip is not None and skipped is None:
+            return  # a -K that is no count: the parser's to read (iter_skipped)
+        spec = row_spec(layout, skipped)
         if spec is None:
             return
-        numbers, raws = self.numbers[index:], self.raws[index:]
+        numbers, raws = self.numbers, self.raws
         read_rows, read_columns = _lines.read_rows, _lines.read_rows_columns
         if columnar and read_columns is not None:
-            output = read_columns(numbers, raws, spec)
+            output = read_columns(numbers, raws, spec, index, len(raws))
             self.columns = NativeColumns(output, layout.cputime, spec[6])
             self.fields = self.columns.fields.tolist()
             self.ends = self.columns.ends.tolist()
-            self.unread = np.flatnonzero(self.columns.fields == 0).tolist()
             self.run, self.written, self.read_to = run, 0, 0
+            self.end = index + len(self.fields)
         elif read_rows is not None:
-            self.dicts = read_rows(numbers, raws, spec)
+            # A line gives at most two rows: past KEEP_ROWS, columns take over.
+            limit = max(1, (KEEP_ROWS - len(run.rows) + 1) // 2)
+            self.dicts = read_rows(numbers, raws, spec, index, limit)
+            self.end = index + len(self.dicts)
 
     def flush(self) -> None:
         """Write the rows read as columns so far to their run."""
@@ -851,6 +856,16 @@ class _NativeRows:
         if columns is not None and run is not None and self.read_to > self.written:
             run.add_batch(columns.rows(self.written, self.read_to))
             self.written = self.read_to
+
+
+def iter_skipped(run: Run) -> int | None:
+    """The run's -K (``per_iter_skip``) as every block of an -I table carries it, or
+    None when the params line gave something that is no count (``1x``)."""
+    return _count(run.params["per_iter_skip"])
+
+
+def _count(text: str) -> int | None:
+    return int(text) if is_count(text) else None
 
 
 def _cut_message(line: Line) -> str:
