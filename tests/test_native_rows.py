@@ -527,3 +527,17 @@ def test_a_params_line_with_an_odd_per_iter_skip(skip: str) -> None:
         assert fast == slow
         assert isinstance(fast[0], list)
         assert len(fast[0]) == 24, header
+
+
+def test_rows_are_range_checked_unless_the_reader_checked_them() -> None:
+    """_model.in_range drops (and names) a row whose integer does not fit its column;
+    rows the native reader made (add_row(in_range=True)) are not checked again."""
+    row = {"line": 3, "placement": "in-place", "size_bytes": 8, "root": 2**40}
+    unchecked = _model.Run(tool="nccl-tests", first_line=1)
+    unchecked.add_row(dict(row))
+    assert _model.in_range(unchecked, unchecked.rows) == []
+    assert unchecked.warnings.texts() == ["line 3: root out of range: row not read"]
+    native = _model.Run(tool="nccl-tests", first_line=1)
+    native.add_row(dict(row), in_range=True)
+    assert _model.in_range(native, native.rows) == [row]
+    assert native.warnings.texts() == []

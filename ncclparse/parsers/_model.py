@@ -149,6 +149,9 @@ class Run:
     rows: list[dict[str, Any]] = field(default_factory=list)
     spill: RowSpill | None = None  # the rows after the first KEEP_ROWS
     copy: int | None = None  # this run's copy index in a shared spill
+    # Rows added whose integers nobody has checked against their column's type
+    # (in_range); the native row reader's are checked before they are made.
+    unchecked: int = 0
     # Every row's collective, set when the run ends, for rows that do not name one.
     rows_collective: str | None = None
 
@@ -159,9 +162,12 @@ class Run:
     def error(self, line: int, message: str) -> None:
         self.errors.add(f"line {line}", message)
 
-    def add_row(self, row: dict[str, Any]) -> None:
-        """Append a measurement row; beyond KEEP_ROWS rows they go to a spill file."""
+    def add_row(self, row: dict[str, Any], *, in_range: bool = False) -> None:
+        """Append a measurement row; beyond KEEP_ROWS rows they go to a spill file.
+        ``in_range``: its integers are known to fit their columns (see in_range)."""
         self.rows.append(row)
+        if not in_range:
+            self.unchecked += 1
         if len(self.rows) >= KEEP_ROWS + SPILL_ROWS:
             self.seal_rows()
 
@@ -228,8 +234,11 @@ _ROW_INTS = tuple(name for name in schema.MEASUREMENT_COLUMNS if name in _INT_BI
 
 
 def in_range(run: Run, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """``rows`` without those holding an integer beyond its column's type (warned)."""
-    if not any(_column_out_of_range(name, rows) for name in _ROW_INTS):
+    """``rows`` (of ``run``) without those holding an integer beyond its column's
+    type (warned)."""
+    if not run.unchecked or not any(
+        _column_out_of_range(name, rows) for name in _ROW_INTS
+    ):
         return rows
     kept = []
     for row in rows:

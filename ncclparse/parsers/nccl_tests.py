@@ -283,8 +283,8 @@ class _Parser:
                 previous, index = number, index + 1
                 continue
             fields, dicts, stop = read
-            for row in dicts:
-                run.add_row(row)
+            for row in dicts:  # the native reader's integers fit their columns
+                run.add_row(row, in_range=True)
             if stop > index + 1:  # lines read as columns, plain NCCL lines between
                 last = numbers[stop - 1]
                 noise += last - number - (stop - 1 - index)
