@@ -123,10 +123,10 @@ DEFINE_FACT(ucs4, Py_UCS4)
      || NAME##_has((S), (N), "version") || NAME##_has((S), (N), "ailure") ||        \
      NAME##_has((S), (N), "imeout") || NAME##_has((S), (N), "_perf"))
 
+/* Append item, a new reference (NULL: its error is set), to list and release it. */
 static int
-append_ssize(PyObject *list, Py_ssize_t value)
+append_new(PyObject *list, PyObject *item)
 {
-    PyObject *item = PyLong_FromSsize_t(value);
     if (item == NULL)
         return -1;
     int rc = PyList_Append(list, item);
@@ -135,14 +135,15 @@ append_ssize(PyObject *list, Py_ssize_t value)
 }
 
 static int
+append_ssize(PyObject *list, Py_ssize_t value)
+{
+    return append_new(list, PyLong_FromSsize_t(value));
+}
+
+static int
 append_substring(PyObject *list, PyObject *block, Py_ssize_t start, Py_ssize_t stop)
 {
-    PyObject *text = PyUnicode_Substring(block, start, stop);
-    if (text == NULL)
-        return -1;
-    int rc = PyList_Append(list, text);
-    Py_DECREF(text);
-    return rc;
+    return append_new(list, PyUnicode_Substring(block, start, stop));
 }
 
 /* Append to facts the joined candidate lines of the gap that ends (or None), and
