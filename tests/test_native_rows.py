@@ -395,11 +395,6 @@ def test_real_log_rows_are_read_natively(monkeypatch: pytest.MonkeyPatch) -> Non
     assert offered == taken == accounting["measurement"] == 34
 
 
-def test_parser_takes_rows_only_with_the_reader() -> None:
-    assert nccl_tests.READS_SKIPPED
-    assert _lines.read_rows is not None  # this module runs only with the extension
-
-
 # --- rows read as columns (past a run's first KEEP_ROWS rows) ------------------------
 
 

@@ -17,20 +17,12 @@ import pyarrow as pa
 
 from ncclparse.arrays import array
 
+from ._nccl_layout import NATIVE_METRICS
 from ._spill import SCHEMA
 
 # The order of _scan.c's column buffers and lists (C_* and S_* there).
 _FIELDS, _ENDS, _LINE, _SIZE, _COUNT, _ROOT, _ROOT_VALID, _METRICS = range(8)
-_METRIC_COLUMNS = (
-    "time_us",
-    "algbw_gbps",
-    "busbw_gbps",
-    "wrong",
-    "time_min_us",
-    "time_max_us",
-    "time_p99_us",
-    "stddev_pct",
-)
+_METRIC_COLUMNS = tuple(column for _, column in NATIVE_METRICS)
 _BUFFERS = _METRICS + 2 * len(_METRIC_COLUMNS)
 _STRINGS = ("placement", "dtype", "redop", "wrong_kind")
 

@@ -96,13 +96,19 @@ class Layout:
         return len(self.half) * len(self.placements) + (2 if self.timestamp else 0)
 
 
-# The metric codes of the native row reader (_scan.c, read_rows), in its order.
-_METRIC_CODES = {
-    name: code
-    for code, name in enumerate(
-        ("time", "algbw", "busbw", "wrong", "i_min", "i_max", "i_p99", "i_cv")
-    )
-}
+# The metrics of the native row reader (_scan.c, read_rows: its M_* codes), in its
+# order: the name in a layout's half, and the row column it fills.
+NATIVE_METRICS = (
+    ("time", "time_us"),
+    ("algbw", "algbw_gbps"),
+    ("busbw", "busbw_gbps"),
+    ("wrong", "wrong"),
+    ("i_min", "time_min_us"),
+    ("i_max", "time_max_us"),
+    ("i_p99", "time_p99_us"),
+    ("i_cv", "stddev_pct"),
+)
+_METRIC_CODES = {name: code for code, (name, _) in enumerate(NATIVE_METRICS)}
 _MAX_LABELS = 8  # redop/root columns the native reader takes
 
 

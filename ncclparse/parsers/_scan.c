@@ -409,6 +409,7 @@ fail:
  * wrong_kind. _native_rows.py turns them into Arrow.
  * ------------------------------------------------------------------------- */
 
+/* The order of _nccl_layout.NATIVE_METRICS (codes in a spec's half). */
 enum { M_TIME, M_ALGBW, M_BUSBW, M_WRONG, M_IMIN, M_IMAX, M_IP99, M_ICV, M_KINDS };
 
 #define MAX_ROW_LINE 4096

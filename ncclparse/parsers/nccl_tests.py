@@ -839,7 +839,7 @@ class _NativeRows:
         read_rows, read_columns = _lines.read_rows, _lines.read_rows_columns
         if columnar and read_columns is not None:
             output = read_columns(numbers, raws, spec, index, len(raws))
-            self.columns = NativeColumns(output, layout.cputime, spec[6])
+            self.columns = NativeColumns(output, layout.cputime, skipped)
             self.fields = self.columns.fields.tolist()
             self.ends = self.columns.ends.tolist()
             self.run, self.written, self.read_to = run, 0, 0
