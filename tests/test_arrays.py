@@ -143,7 +143,10 @@ print("ok")
             (None, pa.int32()),
             (7, pa.int32()),
             (1.5, pa.float64()),
+            (3, pa.float64()),
             (True, pa.bool_()),
+            (False, pa.bool_()),
+            (["a", None], pa.list_(pa.string())),  # no buffers of its own: take
         ]
     ),
     st.integers(0, 70),

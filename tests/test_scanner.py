@@ -149,6 +149,25 @@ def test_native_block_filter_is_the_python_one(block: str, where: float) -> None
         assert _facts(mine) == _facts(reference)
 
 
+@given(st.lists(st.one_of(_PIECES.map(str.encode), st.binary(max_size=8)), max_size=60))
+@example([b"h:1:2 [0] NCCL INFO \xff\xfe via NET/IB/0\n", b"\xc3", b"\n"])
+@example([b"\xe2\x82 NCCL INFO x\n", b"\xf0\x9f\x98\x80 NCCL INFO version\r\n"])
+def test_bytes_are_scanned_as_their_text(pieces: list[bytes]) -> None:
+    """scan_bytes gives what scan_block gives for the text the reader decodes (invalid
+    UTF-8 replaced), but for the starts, which are byte offsets."""
+    native = _native()
+    block = b"".join(pieces)
+    end = 1 + max(block.rfind(b"\n"), block.rfind(b"\r", 0, len(block) - 1))
+    text = block[:end].decode("utf-8", errors="replace")
+    found = _scan.scan_bytes(bytearray(block), end)
+    expected = native(text, len(text))
+    assert (found[0], found[1], found[3]) == (expected[0], expected[1], expected[3])
+    assert [_facts(t) for t in found[4]] == [_facts(t) for t in expected[4]]
+    assert [len(block[:at].decode("utf-8", "replace")) for at in found[2]] == expected[
+        2
+    ]
+
+
 def _facts(text: str | None) -> Facts | None:
     return None if text is None else scan(text)
 
@@ -221,10 +240,13 @@ Outcome = tuple[object, ...]
 
 def outcome(data: bytes | str) -> Outcome:
     """Everything a parse gives: tables (warnings are a runs column), accounting,
-    or the error."""
-    text = data if isinstance(data, str) else data.decode("utf-8", errors="replace")
+    or the error. Bytes are read as a file is (natively, its bytes are scanned
+    before they are decoded), a str as text."""
+    stream: IO[str] | IO[bytes] = (
+        io.StringIO(data, newline="") if isinstance(data, str) else io.BytesIO(data)
+    )
     try:
-        result = ncclparse.parse(io.StringIO(text, newline=""), name="log")
+        result = ncclparse.parse(stream, name="log")
     except NcclParseError as exc:
         return ("error", type(exc).__name__, str(exc))
     return (
@@ -396,12 +418,17 @@ def _long_lines(extra: int, end: str) -> str:
 
 @pytest.mark.parametrize("end", ["\n", "\r\n", "\r"])
 @pytest.mark.parametrize("extra", [-1, 0, 5, 3 * _CHUNK])
+@pytest.mark.parametrize("wide", [False, True], ids=["ascii", "two-byte"])
 def test_very_long_lines_parse_identically(
-    extra: int, end: str, scanner: _lines.ScanBlock | None
+    extra: int, end: str, wide: bool, scanner: _lines.ScanBlock | None
 ) -> None:
     """Lines around MAX_LINE (cut and marked incomplete by the reader), in the
-    middle of a log and of NCCL chatter, one spanning several blocks."""
-    text = _long_lines(extra, end)
+    middle of a log and of NCCL chatter, one spanning several blocks; read as text
+    and as bytes, where a line of two-byte characters is longer than MAX_LINE in
+    bytes before it is in characters."""
+    text: str | bytes = _long_lines(extra, end)
+    if wide:
+        text = _long_lines(extra, end).replace("7" * 1000, "é" * 1000).encode()
     with reading(scanner):
         fast = outcome(text)
     with reading(None):

@@ -2,21 +2,25 @@
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import importlib
 import io
 import itertools
 import lzma
 import os
+import queue
 import re
+import threading
+import weakref
 import zlib
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import IO, Any, NamedTuple, Protocol, cast
+from typing import IO, Any, NamedTuple, Protocol, TypeVar, cast
 
 from ncclparse.errors import InputError
 
-from ._nccl_topology import Facts, holds_facts, scan
+from ._nccl_topology import Facts, holds_facts, scan_cached
 
 # The native line scanner (issue 17): the block filter of without_nccl_debug in C.
 # Optional: an install without a C compiler has none, and NCCLPARSE_NO_EXTENSION=1
@@ -25,6 +29,8 @@ from ._nccl_topology import Facts, holds_facts, scan
 NO_EXTENSION = "NCCLPARSE_NO_EXTENSION"
 ScanResult = tuple[int, list[int], list[int], list[str], list[str | None]]
 ScanBlock = Callable[[str, int], ScanResult]
+_T = TypeVar("_T")
+_END = object()
 # Per line: (its number of tokens, its row dicts), or None for the parser to read.
 RowsRead = list[tuple[int, tuple[dict[str, Any], ...]] | None]
 # (numbers, raws, spec, start, limit): see _scan.c.
@@ -44,6 +50,7 @@ def _native() -> Any:
 
 _NATIVE = _native()
 scan_block: ScanBlock | None = None if _NATIVE is None else _NATIVE.scan_block
+_NATIVE_SCAN = scan_block  # tests patch scan_block; the bytes path is native only
 # The native reader of plain data rows (nccl_tests._Parser.feed_rows). With it, the
 # block reader hands lines that may be rows over in Rows batches; without it, every
 # line is a Line as before (the reference: the tables are the same).
@@ -207,21 +214,21 @@ def without_nccl_debug(
     :class:`Rows` batches instead of one Line each.
     """
     number = first - 1
-    carry = ""
     batching = read_rows is not None
-    blocks = itertools.chain((before,), iter(lambda: handle.read(_CHUNK), ""))
+    blocks = _scanned(handle, source, before)
     for block in blocks:
-        block = carry + block
-        cut = _last_line_end(block)
-        carry = block[cut:]
-        total, kept, _, raws, facts = (scan_block or _scan_block)(block, cut)
+        if isinstance(block, str):  # a line outside the blocks (see _scanned)
+            number += 1
+            yield as_line(number, block)
+            continue
+        total, kept, _, raws, facts = block
         previous = -1  # the last kept line
         numbers: list[int] = []  # the Rows batch being gathered
         batch: list[str] = []
         batch_facts: dict[int, Facts] = {}
         for i, raw, text in zip(kept, raws, facts, strict=False):
             gap = i - previous - 1
-            topology = scan(text) if gap and text is not None else None
+            topology = scan_cached(text) if gap and text is not None else None
             row = batching and raw[0] == " "
             within = row and bool(numbers)  # the plain lines before go with the batch
             if numbers and not within:
@@ -240,20 +247,179 @@ def without_nccl_debug(
         if numbers:
             yield Rows(numbers, batch, batch_facts)
         if total - previous > 1:
-            topology = scan(facts[-1]) if facts[-1] is not None else None
+            topology = scan_cached(facts[-1]) if facts[-1] is not None else None
             yield Skipped(total - previous - 1, number + total, topology)
         number += total
+
+
+def _scanned(handle: IO[str], source: str, before: str) -> Iterator[ScanResult | str]:
+    """The blocks of ``before`` then ``handle`` as the scan found them, and between
+    them, as raw lines (str), the lines no block holds: one cut at MAX_LINE, and the
+    last ones, with no line end.
+
+    With the native scan, the blocks after the first are read and scanned by a
+    second thread while the parser reads the ones before (the scan releases the
+    GIL): the same items in the same order, errors raised where they happened.
+    """
+    scan_native = scan_block
+    if scan_native is None:
+        return _scan_blocks(handle, source, before, _scan_block)
+    binary = _binary_of(handle) if scan_native is _NATIVE_SCAN else None
+    if binary is None:
+        return _ahead(_scan_blocks(handle, source, before, scan_native))
+    return _ahead(_scan_binary(binary, source, before))
+
+
+def _binary_of(handle: IO[str]) -> io.BufferedIOBase | None:
+    """The file under ``handle``, at the byte where ``handle`` is, when ``handle`` is
+    a reader :func:`open_source` made of a seekable file (else None). ``handle`` is
+    not to be read after this."""
+    if handle not in _READERS:
+        return None
+    binary = cast("io.BufferedIOBase", cast("io.TextIOWrapper", handle).buffer)
+    try:
+        if not binary.seekable():
+            return None
+        # At a line's end the UTF-8 decoder holds nothing, so the position tell()
+        # gives is the plain byte offset.
+        binary.seek(handle.tell())
+    except (OSError, ValueError):
+        return None
+    return binary
+
+
+def _scan_binary(
+    binary: io.BufferedIOBase, source: str, before: str
+) -> Iterator[ScanResult | str]:
+    """:func:`_scan_blocks` reading the bytes of ``binary`` (UTF-8, decoded as the
+    reader decodes it): blocks are scanned as bytes, and only the lines Python
+    reads are decoded."""
+    assert _NATIVE is not None
+    scan_bytes = _NATIVE.scan_bytes
+    cut = _last_line_end(before)
+    if cut:
+        yield _NATIVE.scan_block(before, cut)
+    tail = before[cut:]  # a whole line too (see without_nccl_debug)
+    if tail.endswith("\r"):  # a lone "\r" (the reader took a "\n" with it)
+        yield _NATIVE.scan_block(tail, len(tail))
+    elif tail:  # the input's last line, with no ending
+        yield tail
+        return
+    data = binary.read(_CHUNK)
+    if not data:
+        return
+    # Read into one buffer (a fresh 4 MiB bytes object per block, and the copy of
+    # the line begun in the last block, cost a tenth of the parse, under the GIL).
+    buffer = bytearray(MAX_LINE + _CHUNK)
+    filled = len(data)
+    buffer[:filled] = data
+    start = binary.tell() - filled  # where the buffer begins in the file
+    with memoryview(buffer) as view:
+        while True:
+            newline = buffer.rfind(b"\n", 0, filled)
+            # Not at filled - 1: a "\r" there may be the first half of a "\r\n".
+            cut = 1 + max(newline, buffer.rfind(b"\r", newline + 1, filled - 1))
+            if cut:
+                yield scan_bytes(buffer, cut)
+            begun = filled - cut  # a line begun: moved to the start
+            buffer[:begun] = buffer[cut:filled]
+            start += cut
+            if begun > MAX_LINE:  # rare: a line cut at MAX_LINE characters
+                yield from _scan_text_from(binary, start, source)
+                return
+            read = binary.readinto(view[begun : begun + _CHUNK])
+            if not read:
+                break
+            filled = begun + read
+        if begun:
+            text = buffer[:begun].decode("utf-8", "replace")
+            yield from io.StringIO(text, newline="")
+
+
+def _scan_text_from(
+    binary: io.BufferedIOBase, start: int, source: str
+) -> Iterator[ScanResult | str]:
+    """:func:`_scan_blocks` of ``binary`` from byte ``start`` on."""
+    assert _NATIVE is not None
+    binary.seek(start)
+    text = cast("io.TextIOWrapper", _text(cast("IO[bytes]", binary)))
+    try:
+        yield from _scan_blocks(text, source, "", _NATIVE.scan_block)
+    finally:  # collected, the wrapper would close the file
+        with contextlib.suppress(ValueError):
+            text.detach()
+
+
+def _scan_blocks(
+    handle: IO[str], source: str, before: str, scan_one: ScanBlock
+) -> Iterator[ScanResult | str]:
+    """:func:`_scanned` reading text."""
+    carry = ""
+    blocks = itertools.chain((before,), iter(lambda: handle.read(_CHUNK), ""))
+    for block in blocks:
+        block = carry + block
+        cut = _last_line_end(block)
+        carry = block[cut:]
+        yield scan_one(block, cut)
         if len(carry) > MAX_LINE:  # a line with no end in sight: cut it, skip the rest
-            number += 1
-            yield as_line(number, carry)
+            yield carry
             if carry.endswith("\r"):  # its end is here; a "\n" may follow
                 following = handle.read(1)
                 carry = "" if following == "\n" else following
             else:
                 carry = _skip_rest_of_line(handle, source)
-    for raw in io.StringIO(carry, newline=""):
-        number += 1
-        yield as_line(number, raw)
+    yield from io.StringIO(carry, newline="")
+
+
+# Scanned blocks a reader thread may hold ahead of the parser (bounds memory: each is
+# the kept lines of one block, a few hundred KB at most beside its raw block).
+_AHEAD = 2
+
+
+def _ahead(items: Iterator[_T]) -> Iterator[_T]:
+    """``items``, with all but the first produced by a daemon thread up to _AHEAD
+    ahead of the consumer; what the thread raises is raised here, after the items
+    before it. Closing this generator stops the thread."""
+    first = next(items, _END)
+    if first is _END:
+        return
+    yield cast("_T", first)
+    queued: queue.Queue[tuple[bool, Any]] = queue.Queue(_AHEAD)
+    stop = threading.Event()
+
+    def put(item: tuple[bool, Any]) -> bool:
+        while not stop.is_set():
+            try:
+                queued.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if not put((True, item)):
+                    return
+        except BaseException as exc:  # raised again in the consumer's thread
+            put((False, exc))
+        else:
+            put((False, None))
+
+    thread = threading.Thread(target=produce, name="ncclparse-scan", daemon=True)
+    thread.start()
+    try:
+        while True:
+            more, value = queued.get()
+            if not more:
+                if value is not None:
+                    raise value
+                return
+            yield value
+    finally:
+        stop.set()
+        # A thread blocked reading a pipe ends with its read; the parse does not wait.
+        thread.join(timeout=1.0)
 
 
 def is_whole(raw: str) -> bool:
@@ -266,7 +432,8 @@ def _last_line_end(block: str) -> int:
     """Where the last whole line of ``block`` ends: after its last "\n", or after a
     lone "\r" (iteration with newline="" ends lines there too), but not after a
     "\r" that ends the block, which may be the first half of a "\r\n"."""
-    return max(block.rfind("\n"), block.rfind("\r", 0, len(block) - 1)) + 1
+    newline = block.rfind("\n")
+    return max(newline, block.rfind("\r", newline + 1, len(block) - 1)) + 1
 
 
 def _skip_rest_of_line(handle: IO[str], source: str) -> str:
@@ -385,7 +552,19 @@ def open_source(source: Source, name: str | None = None) -> tuple[str, IO[str], 
 
 
 def _text(binary: IO[bytes]) -> IO[str]:
-    return io.TextIOWrapper(binary, encoding="utf-8", errors="replace", newline="")
+    text = io.TextIOWrapper(binary, encoding="utf-8", errors="replace", newline="")
+    # Decoded a block at a time, not 8 KiB (the default): the UTF-8 decoder is
+    # called through Python for each, which cost a third of reading a large log.
+    text._CHUNK_SIZE = _DECODE_CHUNK  # type: ignore[attr-defined]
+    _READERS.add(text)
+    return text
+
+
+# The readers _text made: their bytes may be read instead (_binary_of).
+_READERS: weakref.WeakSet[IO[str]] = weakref.WeakSet()
+
+
+_DECODE_CHUNK = 1 << 20
 
 
 # --- compressed input -----------------------------------------------------------

@@ -15,12 +15,13 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from ncclparse.arrays import array
+from ncclparse.arrays import array, repeated
 
 from ._nccl_layout import NATIVE_METRICS
 from ._spill import SCHEMA
 
-# The order of _scan.c's column buffers and lists (C_* and S_* there).
+# The order of _scan.c's column buffers and string columns (C_* and S_* there); each
+# string column is two items: its distinct values, and a code (int32) per row.
 _FIELDS, _ENDS, _LINE, _SIZE, _COUNT, _ROOT, _ROOT_VALID, _METRICS = range(8)
 _METRIC_COLUMNS = tuple(column for _, column in NATIVE_METRICS)
 _BUFFERS = _METRICS + 2 * len(_METRIC_COLUMNS)
@@ -43,16 +44,19 @@ class NativeColumns:
             "size_bytes": _numbers(output[_SIZE], pa.int64(), rows),
             "count": _numbers(output[_COUNT], pa.int64(), rows),
             "root": _numbers(output[_ROOT], pa.int32(), rows, output[_ROOT_VALID]),
-            "cputime": array([cputime] * rows, pa.bool_()),
-            "grouped": array([False] * rows, pa.bool_()),
-            "iter_skipped": array([skipped] * rows, pa.int64()),
+            "cputime": repeated(cputime, pa.bool_(), rows),
+            "grouped": repeated(False, pa.bool_(), rows),
+            "iter_skipped": repeated(skipped, pa.int64(), rows),
         }
         columns["reported_bytes"] = columns["size_bytes"]
         for index, name in enumerate(_METRIC_COLUMNS):
             values, valid = output[_METRICS + 2 * index : _METRICS + 2 * index + 2]
             columns[name] = _numbers(values, pa.float64(), rows, valid)
         for index, name in enumerate(_STRINGS):
-            columns[name] = array(output[_BUFFERS + index], pa.string())
+            values, codes = output[_BUFFERS + 2 * index : _BUFFERS + 2 * index + 2]
+            columns[name] = array(values, pa.string()).take(
+                pa.Array.from_buffers(pa.int32(), rows, [None, pa.py_buffer(codes)])
+            )
         self._batch = pa.RecordBatch.from_arrays(
             [columns.get(f.name, pa.nulls(rows, f.type)) for f in SCHEMA],
             schema=SCHEMA,

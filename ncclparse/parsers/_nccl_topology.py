@@ -142,6 +142,25 @@ def scan(text: str) -> Facts | None:
     )
 
 
+_SCANNED: dict[str, Facts | None] = {}  # short texts already scanned
+
+
+def scan_cached(text: str) -> Facts | None:
+    """:func:`scan`, remembered for short texts: the channel lines between data rows
+    reach the parser as their ``" via NET/..."`` part (``_scan.c``), the same text
+    again and again."""
+    if len(text) > _READ_LONGEST:
+        return scan(text)
+    try:
+        return _SCANNED[text]
+    except KeyError:
+        pass
+    if len(_SCANNED) >= _READ_MAX:
+        _SCANNED.clear()
+    facts = _SCANNED[text] = scan(text)
+    return facts
+
+
 # How the messages _FACTS reads begin (a digit: `16 coll channels, ...`).
 _HINT = re.compile(r"L INFO (?:N[ECV]|Us|GP|[Cc]o|ra|P2|nv|[1-9])", re.ASCII)
 

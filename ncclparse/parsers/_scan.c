@@ -19,6 +19,8 @@
  * followed by what a fact starts with (_nccl_topology._HINT). No fact pattern
  * reaches across a line end or looks behind its start, so _nccl_topology.scan
  * reads the same facts in that text as in all the skipped lines (the Python path).
+ * (In Latin-1 text, a channel line is given from its " via NET/" on: see
+ * scan_ucs1.)
  *
  * Every kind of str is read (ASCII/Latin-1, UCS-2, UCS-4): the tested substrings
  * are ASCII and the line endings are only "\r" and "\n", so the result is the same
@@ -32,6 +34,7 @@
 #endif
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <float.h>
 #include <math.h>
 #include <string.h>
 #include <strings.h>
@@ -134,57 +137,58 @@ append_new(PyObject *list, PyObject *item)
     return rc;
 }
 
+/* What the scan of a block found, in C arrays so that it runs without the GIL:
+ * the kept lines (their index and span) and the skipped lines that may state a
+ * fact (their span and how many lines were kept before them). */
+typedef struct {
+    Py_ssize_t index, start, stop;
+} Kept;
+
+typedef struct {
+    Py_ssize_t start, stop, gap;
+} Candidate;
+
+typedef struct {
+    Kept *kept;
+    Py_ssize_t n_kept, cap_kept;
+    Candidate *candidates;
+    Py_ssize_t n_candidates, cap_candidates;
+    Py_ssize_t lines;
+} Found;
+
+/* Grow an array of items of `size` bytes to hold one more; -1 out of memory.
+ * PyMem_Raw*: callable without the GIL. */
 static int
-append_ssize(PyObject *list, Py_ssize_t value)
+grow(void **items, Py_ssize_t used, Py_ssize_t *capacity, size_t size)
 {
-    return append_new(list, PyLong_FromSsize_t(value));
+    if (used < *capacity)
+        return 0;
+    Py_ssize_t wanted = *capacity ? 2 * *capacity : 256;
+    void *more = PyMem_RawRealloc(*items, (size_t)wanted * size);
+    if (more == NULL)
+        return -1;
+    *items = more;
+    *capacity = wanted;
+    return 0;
 }
 
 static int
-append_substring(PyObject *list, PyObject *block, Py_ssize_t start, Py_ssize_t stop)
+found_kept(Found *f, Py_ssize_t index, Py_ssize_t start, Py_ssize_t stop)
 {
-    return append_new(list, PyUnicode_Substring(block, start, stop));
-}
-
-/* Append to facts the joined candidate lines of the gap that ends (or None), and
- * empty the candidates. */
-static int
-end_gap(PyObject *facts, PyObject *candidates)
-{
-    Py_ssize_t n = PyList_GET_SIZE(candidates);
-    PyObject *text;
-    if (n == 0) {
-        text = Py_NewRef(Py_None);
-    }
-    else if (n == 1) {
-        text = Py_NewRef(PyList_GET_ITEM(candidates, 0));
-    }
-    else {
-        PyObject *empty = PyUnicode_FromStringAndSize("", 0);
-        if (empty == NULL)
-            return -1;
-        text = PyUnicode_Join(empty, candidates);
-        Py_DECREF(empty);
-        if (text == NULL)
-            return -1;
-    }
-    int rc = PyList_Append(facts, text);
-    Py_DECREF(text);
-    if (rc < 0)
+    if (grow((void **)&f->kept, f->n_kept, &f->cap_kept, sizeof(Kept)) < 0)
         return -1;
-    return n ? PyList_SetSlice(candidates, 0, n, NULL) : 0;
+    f->kept[f->n_kept++] = (Kept){index, start, stop};
+    return 0;
 }
 
 static int
-keep_line(PyObject *block, PyObject *indices, PyObject *starts, PyObject *raws,
-          PyObject *facts, PyObject *candidates, Py_ssize_t index, Py_ssize_t start,
-          Py_ssize_t stop)
+found_candidate(Found *f, Py_ssize_t start, Py_ssize_t stop)
 {
-    if (append_ssize(indices, index) < 0 || append_ssize(starts, start) < 0)
+    if (grow((void **)&f->candidates, f->n_candidates, &f->cap_candidates,
+             sizeof(Candidate)) < 0)
         return -1;
-    if (end_gap(facts, candidates) < 0)
-        return -1;
-    return append_substring(raws, block, start, stop);
+    f->candidates[f->n_candidates++] = (Candidate){start, stop, f->n_kept};
+    return 0;
 }
 
 /* Latin-1/ASCII, the common case, faster: each needle that is rare in NCCL debug
@@ -198,11 +202,40 @@ typedef struct {
     Py_ssize_t next; /* first occurrence at or after the last asked position */
 } Lazy;
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+/* memmem for the short needles here, 16 positions at a time: a position is a
+ * candidate when the needle's first and last bytes are there, and only candidates
+ * are compared (glibc's memmem, a byte-wise skip search, was most of the scan). */
+static const Py_UCS1 *
+find(const Py_UCS1 *s, size_t n, const char *needle, size_t m)
+{
+    if (m == 1)
+        return memchr(s, needle[0], n);
+    const __m128i first = _mm_set1_epi8(needle[0]), last = _mm_set1_epi8(needle[m - 1]);
+    size_t i = 0;
+    for (; i + m - 1 + 16 <= n; i += 16) {
+        __m128i a = _mm_loadu_si128((const __m128i *)(s + i));
+        __m128i b = _mm_loadu_si128((const __m128i *)(s + i + m - 1));
+        unsigned mask = (unsigned)_mm_movemask_epi8(
+            _mm_and_si128(_mm_cmpeq_epi8(a, first), _mm_cmpeq_epi8(b, last)));
+        for (; mask; mask &= mask - 1) {
+            unsigned bit = (unsigned)__builtin_ctz(mask);
+            if (memcmp(s + i + bit + 1, needle + 1, m - 2) == 0)
+                return s + i + bit;
+        }
+    }
+    return memmem(s + i, n - i, needle, m); /* the last few positions */
+}
+#else
+#define find(s, n, needle, m) ((const Py_UCS1 *)memmem((s), (n), (needle), (m)))
+#endif
+
 static Py_ssize_t
 lazy_next(Lazy *z, const Py_UCS1 *s, Py_ssize_t pos, Py_ssize_t n)
 {
     if (z->next < pos) {
-        const Py_UCS1 *at = memmem(s + pos, (size_t)(n - pos), z->needle, z->length);
+        const Py_UCS1 *at = find(s + pos, (size_t)(n - pos), z->needle, z->length);
         z->next = at ? (Py_ssize_t)(at - s) : PY_SSIZE_T_MAX;
     }
     return z->next;
@@ -257,9 +290,7 @@ ucs1_hinted(const Py_UCS1 *s, Py_ssize_t pos, Py_ssize_t stop)
 }
 
 static int
-scan_ucs1(PyObject *block, const Py_UCS1 *s, Py_ssize_t end, PyObject *indices,
-          PyObject *starts, PyObject *raws, PyObject *facts, PyObject *candidates,
-          Py_ssize_t *lines)
+scan_ucs1(const Py_UCS1 *s, Py_ssize_t end, Found *f)
 {
     Lazy cr = LAZY("\r");
     Lazy version = LAZY("version"), ailure = LAZY("ailure"), imeout = LAZY("imeout");
@@ -277,42 +308,141 @@ scan_ucs1(PyObject *block, const Py_UCS1 *s, Py_ssize_t end, PyObject *indices,
                    lazy_in(&imeout, s, pos, stop, end) ||
                    lazy_in(&perf, s, pos, stop, end);
         if (keep) {
-            if (keep_line(block, indices, starts, raws, facts, candidates, count, pos,
-                          stop) < 0)
+            if (found_kept(f, count, pos, stop) < 0)
                 return -1;
         }
         else {
-            int fact = lazy_in(&via, s, pos, stop, end) ||
-                       lazy_in(&gdr, s, pos, stop, end) || ucs1_hinted(s, pos, stop);
-            if (fact && append_substring(candidates, block, pos, stop) < 0)
+            int by_net = lazy_in(&via, s, pos, stop, end);
+            int by_gdr = lazy_in(&gdr, s, pos, stop, end);
+            int hinted = ucs1_hinted(s, pos, stop);
+            /* A channel line (" via NET/", no fact hint, no "/GDRDMA" before it)
+             * states only what scan reads from its " via NET/" on: that part alone
+             * is handed on. It is the same for every rank and channel, so the
+             * parser reads it once (_nccl_topology.scan_cached). */
+            Py_ssize_t from = by_net && !hinted && !(by_gdr && gdr.next < via.next)
+                                  ? via.next
+                                  : pos;
+            if ((by_net || by_gdr || hinted) && found_candidate(f, from, stop) < 0)
                 return -1;
         }
         count++;
         pos = stop;
     }
-    *lines = count;
+    f->lines = count;
     return 0;
 }
 
-#define SCAN_LOOP(NAME, CHAR)                                                       \
-    do {                                                                            \
-        const CHAR *s = (const CHAR *)data;                                         \
+#define DEFINE_SCAN(NAME, CHAR)                                                     \
+    static int scan_##NAME(const CHAR *s, Py_ssize_t end, Found *f)                 \
+    {                                                                               \
+        Py_ssize_t count = 0, pos = 0;                                              \
         while (pos < end) {                                                         \
             Py_ssize_t stop = NAME##_line_end(s, pos, end);                         \
             if (KEEP(NAME, s + pos, stop - pos)) {                                  \
-                if (keep_line(block, indices, starts, raws, facts, candidates,      \
-                              count, pos, stop) < 0)                                \
-                    goto fail;                                                      \
+                if (found_kept(f, count, pos, stop) < 0)                            \
+                    return -1;                                                      \
             }                                                                       \
             else if (NAME##_may_state_fact(s + pos, stop - pos)) {                  \
-                if (append_substring(candidates, block, pos, stop) < 0)             \
-                    goto fail;                                                      \
+                if (found_candidate(f, pos, stop) < 0)                              \
+                    return -1;                                                      \
             }                                                                       \
             count++;                                                                \
             pos = stop;                                                             \
         }                                                                           \
-    } while (0)
+        f->lines = count;                                                           \
+        return 0;                                                                   \
+    }
 
+DEFINE_SCAN(ucs2, Py_UCS2)
+DEFINE_SCAN(ucs4, Py_UCS4)
+
+/* The text of block[start:stop): a str's substring, or UTF-8 bytes decoded as the
+ * reader decodes them (invalid sequences replaced). Lines end at ASCII "\r" or
+ * "\n", which no multi-byte sequence holds, so a line decodes alone as it does
+ * within its file. */
+static PyObject *
+text_of(PyObject *block, const char *bytes, Py_ssize_t start, Py_ssize_t stop)
+{
+    if (bytes != NULL)
+        return PyUnicode_DecodeUTF8(bytes + start, stop - start, "replace");
+    return PyUnicode_Substring(block, start, stop);
+}
+
+/* The facts text of the gap before kept line `gap` (gap == n_kept: after the
+ * last): its candidate lines joined, or None. *next: the first candidate not yet
+ * used, advanced past this gap's. */
+static PyObject *
+gap_facts(PyObject *block, const char *bytes, const Found *f, Py_ssize_t gap,
+          Py_ssize_t *next)
+{
+    Py_ssize_t first = *next, last = first;
+    while (last < f->n_candidates && f->candidates[last].gap == gap)
+        last++;
+    *next = last;
+    if (last == first)
+        return Py_NewRef(Py_None);
+    if (last - first == 1)
+        return text_of(block, bytes, f->candidates[first].start,
+                       f->candidates[first].stop);
+    PyObject *parts = PyList_New(0);
+    if (parts == NULL)
+        return NULL;
+    for (Py_ssize_t c = first; c < last; c++)
+        if (append_new(parts, text_of(block, bytes, f->candidates[c].start,
+                                      f->candidates[c].stop)) < 0) {
+            Py_DECREF(parts);
+            return NULL;
+        }
+    PyObject *empty = PyUnicode_FromStringAndSize("", 0);
+    PyObject *text = empty ? PyUnicode_Join(empty, parts) : NULL;
+    Py_XDECREF(empty);
+    Py_DECREF(parts);
+    return text;
+}
+
+/* The result tuple of scan_block from what the scan found (bytes: the data of a
+ * bytes-like block, else NULL for a str). */
+static PyObject *
+scan_result(PyObject *block, const char *bytes, const Found *f)
+{
+    PyObject *indices = PyList_New(f->n_kept), *starts = PyList_New(f->n_kept);
+    PyObject *raws = PyList_New(f->n_kept), *facts = PyList_New(f->n_kept + 1);
+    if (indices == NULL || starts == NULL || raws == NULL || facts == NULL)
+        goto fail;
+    Py_ssize_t next = 0;
+    for (Py_ssize_t k = 0; k <= f->n_kept; k++) {
+        PyObject *text = gap_facts(block, bytes, f, k, &next);
+        if (text == NULL)
+            goto fail;
+        PyList_SET_ITEM(facts, k, text);
+        if (k == f->n_kept)
+            break;
+        const Kept *line = &f->kept[k];
+        PyObject *index = PyLong_FromSsize_t(line->index);
+        PyObject *start = PyLong_FromSsize_t(line->start);
+        PyObject *raw = text_of(block, bytes, line->start, line->stop);
+        /* A list made by PyList_New holds NULL items until set; DECREF is safe. */
+        if (index)
+            PyList_SET_ITEM(indices, k, index);
+        if (start)
+            PyList_SET_ITEM(starts, k, start);
+        if (raw)
+            PyList_SET_ITEM(raws, k, raw);
+        if (index == NULL || start == NULL || raw == NULL)
+            goto fail;
+    }
+    return Py_BuildValue("(nNNNN)", f->lines, indices, starts, raws, facts);
+fail:
+    Py_XDECREF(indices);
+    Py_XDECREF(starts);
+    Py_XDECREF(raws);
+    Py_XDECREF(facts);
+    return NULL;
+}
+
+/* scan_block(block, end): see the top of the file. The scan itself runs without
+ * the GIL (block is a str, immutable, and referenced by the call), so that a
+ * reader thread scans the next block while the parser reads this one. */
 static PyObject *
 scan_block(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -335,40 +465,58 @@ scan_block(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyErr_SetString(PyExc_ValueError, "end out of range");
         return NULL;
     }
-    PyObject *indices = PyList_New(0);
-    PyObject *starts = PyList_New(0);
-    PyObject *raws = PyList_New(0);
-    PyObject *facts = PyList_New(0);
-    PyObject *candidates = PyList_New(0);
-    if (indices == NULL || starts == NULL || raws == NULL || facts == NULL ||
-        candidates == NULL)
-        goto fail;
-    Py_ssize_t count = 0, pos = 0;
+    Found found = {0};
     const void *data = PyUnicode_DATA(block);
-    switch (PyUnicode_KIND(block)) {
-    case PyUnicode_1BYTE_KIND:
-        if (scan_ucs1(block, (const Py_UCS1 *)data, end, indices, starts, raws, facts,
-                      candidates, &count) < 0)
-            goto fail;
-        break;
-    case PyUnicode_2BYTE_KIND:
-        SCAN_LOOP(ucs2, Py_UCS2);
-        break;
-    default:
-        SCAN_LOOP(ucs4, Py_UCS4);
-        break;
+    int kind = PyUnicode_KIND(block), rc;
+    Py_BEGIN_ALLOW_THREADS
+    if (kind == PyUnicode_1BYTE_KIND)
+        rc = scan_ucs1((const Py_UCS1 *)data, end, &found);
+    else if (kind == PyUnicode_2BYTE_KIND)
+        rc = scan_ucs2((const Py_UCS2 *)data, end, &found);
+    else
+        rc = scan_ucs4((const Py_UCS4 *)data, end, &found);
+    Py_END_ALLOW_THREADS
+    PyObject *result = rc < 0 ? PyErr_NoMemory() : scan_result(block, NULL, &found);
+    PyMem_RawFree(found.kept);
+    PyMem_RawFree(found.candidates);
+    return result;
+}
+
+/* scan_bytes(block, end): scan_block for UTF-8 bytes (any bytes-like object),
+ * which need not be decoded first: only the kept lines and fact texts are, and
+ * the starts are byte offsets. The result is scan_block's for the decoded block:
+ * the tested substrings and line ends are ASCII, which UTF-8 holds only as
+ * themselves, and a byte of a multi-byte sequence (or an invalid one, which the
+ * decoder replaces) is not ASCII, as the character it gives is not. */
+static PyObject *
+scan_bytes(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    Py_buffer view;
+    if (nargs != 2 || PyObject_GetBuffer(args[0], &view, PyBUF_SIMPLE) < 0) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_TypeError, "scan_bytes(block: bytes, end: int)");
+        return NULL;
     }
-    if (end_gap(facts, candidates) < 0)
-        goto fail;
-    Py_DECREF(candidates);
-    return Py_BuildValue("(nNNNN)", count, indices, starts, raws, facts);
-fail:
-    Py_XDECREF(indices);
-    Py_XDECREF(starts);
-    Py_XDECREF(raws);
-    Py_XDECREF(facts);
-    Py_XDECREF(candidates);
-    return NULL;
+    PyObject *result = NULL;
+    Py_ssize_t end = PyLong_AsSsize_t(args[1]);
+    if (end == -1 && PyErr_Occurred())
+        goto done;
+    if (end < 0 || end > view.len) {
+        PyErr_SetString(PyExc_ValueError, "end out of range");
+        goto done;
+    }
+    Found found = {0};
+    int rc;
+    Py_BEGIN_ALLOW_THREADS
+    rc = scan_ucs1((const Py_UCS1 *)view.buf, end, &found);
+    Py_END_ALLOW_THREADS
+    result = rc < 0 ? PyErr_NoMemory() : scan_result(args[0], view.buf, &found);
+    PyMem_RawFree(found.kept);
+    PyMem_RawFree(found.candidates);
+done:
+    PyBuffer_Release(&view);
+    return result;
 }
 
 /* ---------------------------------------------------------------------------
@@ -405,8 +553,8 @@ fail:
  * gives their rows as columns, for rows that go to a run's spill: per line its
  * token count (0: the parser's to read) and how many rows the lines up to it gave;
  * per row its line, size, count, root, each metric (C values, and a byte per value
- * saying whether it is there), and lists of placement, dtype, redop and
- * wrong_kind. _native_rows.py turns them into Arrow.
+ * saying whether it is there), and placement, dtype, redop and wrong_kind as their
+ * distinct values and a code per row. _native_rows.py turns them into Arrow.
  * ------------------------------------------------------------------------- */
 
 /* The order of _nccl_layout.NATIVE_METRICS (codes in a spec's half). */
@@ -526,10 +674,75 @@ read_count(const char *s, Py_ssize_t n)
     return value;
 }
 
+/* Powers of ten a double holds exactly. */
+static const double EXACT_POWERS[] = {
+    1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,  1e8,  1e9,  1e10, 1e11,
+    1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22,
+};
+
+/* A decimal token (what is_float accepts but nan and inf) whose digits make an
+ * integer of at most 2^53 and whose power of ten is within 10^±22: both are exact
+ * doubles, so one IEEE multiplication or division, correctly rounded, gives the
+ * double nearest the token's value, the one strtod gives (Clinger's fast path; the
+ * printed values of nccl-tests are such tokens). 0: any other token. */
+static int
+read_decimal(const char *s, Py_ssize_t n, double *out)
+{
+#if defined(FLT_EVAL_METHOD) && FLT_EVAL_METHOD == 0
+    Py_ssize_t i = 0;
+    int negative = 0, digits_seen = 0, significant = 0;
+    long scale = 0;
+    unsigned long long mantissa = 0;
+    if (i < n && (s[i] == '-' || s[i] == '+'))
+        negative = s[i++] == '-';
+    for (int fraction = 0; i < n; i++) {
+        if (s[i] == '.' && !fraction) {
+            fraction = 1;
+            continue;
+        }
+        if (!is_digit(s[i]))
+            break;
+        digits_seen = 1;
+        if (mantissa || s[i] != '0') {
+            if (++significant > 19)
+                return 0;
+            mantissa = mantissa * 10 + (unsigned long long)(s[i] - '0');
+        }
+        scale -= fraction;
+    }
+    if (!digits_seen)
+        return 0;
+    if (i < n && (s[i] == 'e' || s[i] == 'E')) {
+        i++;
+        int exponent_negative = i < n && s[i] == '-';
+        if (i < n && (s[i] == '-' || s[i] == '+'))
+            i++;
+        Py_ssize_t length = digits(s, i, n);
+        if (length == 0 || length > 4)
+            return 0;
+        long exponent = 0;
+        for (; length; length--, i++)
+            exponent = exponent * 10 + (s[i] - '0');
+        scale += exponent_negative ? -exponent : exponent;
+    }
+    if (i != n || mantissa > (1ULL << 53) || scale < -22 || scale > 22)
+        return 0;
+    double value = (double)mantissa;
+    value = scale < 0 ? value / EXACT_POWERS[-scale] : value * EXACT_POWERS[scale];
+    *out = negative ? -value : value;
+    return 1;
+#else
+    (void)s, (void)n, (void)out;
+    return 0; /* extended-precision arithmetic would round twice */
+#endif
+}
+
 /* float(token) for a token is_float accepts (the parse float() itself uses). */
 static int
 read_float(const char *s, Py_ssize_t n, double *out)
 {
+    if (read_decimal(s, n, out))
+        return 1;
     char buffer[128];
     if (n >= (Py_ssize_t)sizeof(buffer))
         return 0; /* no printf value is this long: the parser's to read */
@@ -952,11 +1165,39 @@ enum {
     C_FIELDS, C_ENDS, C_LINE, C_SIZE, C_COUNT, C_ROOT, C_ROOT_VALID, C_METRICS,
     C_BUFFERS = C_METRICS + 2 * M_KINDS
 };
-/* Python lists of the string columns, in row order. */
+/* The string columns, each as its distinct values (a dict of value to code, in
+ * order of first appearance) and a code per row (int32): they hold a few values. */
 enum { S_PLACEMENT, S_DTYPE, S_REDOP, S_WRONG_KIND, S_LISTS };
 
+typedef struct {
+    PyObject *codes_of; /* dict: value -> code */
+    Buffer codes;
+} Strings;
+
 static int
-append_row(Buffer *buffers, PyObject **lists, long long line, const Row *row,
+put_string(Strings *column, PyObject *value)
+{
+    PyObject *known = PyDict_GetItemWithError(column->codes_of, value); /* borrowed */
+    long code;
+    if (known != NULL) {
+        code = PyLong_AsLong(known);
+    }
+    else {
+        if (PyErr_Occurred())
+            return -1;
+        code = (long)PyDict_GET_SIZE(column->codes_of);
+        PyObject *number = PyLong_FromLong(code);
+        int rc = number ? PyDict_SetItem(column->codes_of, value, number) : -1;
+        Py_XDECREF(number);
+        if (rc < 0)
+            return -1;
+    }
+    int32_t stored = (int32_t)code;
+    return put(&column->codes, &stored, 4);
+}
+
+static int
+append_row(Buffer *buffers, Strings *strings, long long line, const Row *row,
            const Spec *spec)
 {
     for (Py_ssize_t b = 0; b < spec->blocks; b++) {
@@ -979,12 +1220,12 @@ append_row(Buffer *buffers, PyObject **lists, long long line, const Row *row,
                 return -1;
         }
         PyObject *redop = row->redop ? row->redop : Py_None;
-        if (PyList_Append(lists[S_PLACEMENT], PyTuple_GET_ITEM(spec->placements, b)) <
+        if (put_string(&strings[S_PLACEMENT], PyTuple_GET_ITEM(spec->placements, b)) <
                 0 ||
-            PyList_Append(lists[S_DTYPE], row->dtype) < 0 ||
-            PyList_Append(lists[S_REDOP], redop) < 0 ||
-            PyList_Append(lists[S_WRONG_KIND],
-                          block->wrong_kind ? block->wrong_kind : Py_None) < 0)
+            put_string(&strings[S_DTYPE], row->dtype) < 0 ||
+            put_string(&strings[S_REDOP], redop) < 0 ||
+            put_string(&strings[S_WRONG_KIND],
+                       block->wrong_kind ? block->wrong_kind : Py_None) < 0)
             return -1;
     }
     return 0;
@@ -999,11 +1240,12 @@ read_rows_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (read_args(args, nargs, "read_rows_columns", &spec, &start, &stop) < 0)
         return NULL;
     Buffer buffers[C_BUFFERS];
-    PyObject *lists[S_LISTS] = {NULL};
+    Strings strings[S_LISTS];
     PyObject *result = NULL;
     memset(buffers, 0, sizeof(buffers));
+    memset(strings, 0, sizeof(strings));
     for (int i = 0; i < S_LISTS; i++)
-        if ((lists[i] = PyList_New(0)) == NULL)
+        if ((strings[i].codes_of = PyDict_New()) == NULL)
             goto done;
     long long rows = 0;
     for (Py_ssize_t i = start; i < stop; i++) {
@@ -1016,7 +1258,7 @@ read_rows_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
             long long line = PyLong_AsLongLong(PyList_GET_ITEM(args[0], i));
             int appended = line == -1 && PyErr_Occurred()
                                ? -1
-                               : append_row(buffers, lists, line, &row, &spec);
+                               : append_row(buffers, strings, line, &row, &spec);
             Py_XDECREF(row.redop);
             if (appended < 0)
                 goto done;
@@ -1029,26 +1271,29 @@ read_rows_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (read == 0)
             break; /* as in read_rows */
     }
-    result = PyTuple_New(C_BUFFERS + S_LISTS);
+    /* The buffers, then per string column its distinct values and codes. */
+    result = PyTuple_New(C_BUFFERS + 2 * S_LISTS);
     if (result == NULL)
         goto done;
-    for (int i = 0; i < C_BUFFERS; i++) {
-        PyObject *bytes = take_bytes(&buffers[i]);
-        if (bytes == NULL) {
+    for (int i = 0; i < C_BUFFERS + 2 * S_LISTS; i++) {
+        int column = (i - C_BUFFERS) / 2;
+        PyObject *item = i < C_BUFFERS ? take_bytes(&buffers[i])
+                         : (i - C_BUFFERS) % 2 == 0
+                             ? PyDict_Keys(strings[column].codes_of)
+                             : take_bytes(&strings[column].codes);
+        if (item == NULL) {
             Py_CLEAR(result);
             goto done;
         }
-        PyTuple_SET_ITEM(result, i, bytes);
-    }
-    for (int i = 0; i < S_LISTS; i++) {
-        PyTuple_SET_ITEM(result, C_BUFFERS + i, lists[i]);
-        lists[i] = NULL;
+        PyTuple_SET_ITEM(result, i, item);
     }
 done:
     for (int i = 0; i < C_BUFFERS; i++)
         PyMem_Free(buffers[i].data);
-    for (int i = 0; i < S_LISTS; i++)
-        Py_XDECREF(lists[i]);
+    for (int i = 0; i < S_LISTS; i++) {
+        Py_XDECREF(strings[i].codes_of);
+        PyMem_Free(strings[i].codes.data);
+    }
     return result;
 }
 
@@ -1056,6 +1301,8 @@ static PyMethodDef methods[] = {
     {"scan_block", (PyCFunction)(void (*)(void))scan_block, METH_FASTCALL,
      "scan_block(block, end) -> (lines, kept indices, kept starts, kept texts, "
      "facts)"},
+    {"scan_bytes", (PyCFunction)(void (*)(void))scan_bytes, METH_FASTCALL,
+     "scan_bytes(block, end) -> scan_block's result for UTF-8 bytes"},
     {"read_rows", (PyCFunction)(void (*)(void))read_rows, METH_FASTCALL,
      "read_rows(numbers, raws, spec) -> per line (tokens, row dicts) or None"},
     {"read_rows_columns", (PyCFunction)(void (*)(void))read_rows_columns,
