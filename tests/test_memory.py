@@ -22,7 +22,7 @@ import pytest
 
 import ncclparse
 from ncclparse.errors import NcclParseError
-from ncclparse.parsers import _model
+from ncclparse.parsers import _model, _spill
 from tests.conftest import FIXTURES, string_lists
 
 LOGS = sorted(
@@ -90,14 +90,18 @@ def _rows(table: pa.Table, inferred: bool) -> list[dict[str, Any]]:
     return rows
 
 
+@pytest.mark.parametrize("held", [0, 2048], ids=["file", "file-then-memory"])
 @pytest.mark.parametrize("log", LOGS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_spilled_rows_give_the_same_tables(
-    log: Path, monkeypatch: pytest.MonkeyPatch
+    log: Path, held: int, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """Every real log re-parsed with every run spilled after 3 rows: same tables."""
+    """Every real log re-parsed with every run spilled after 3 rows, to the file
+    (nothing held in memory), or in part (a few batches held at a time): same
+    tables. (Held in memory alone: test_native_rows.few_rows_kept.)"""
     kept = parse_or_error(log)
     monkeypatch.setattr(_model, "KEEP_ROWS", 3)
     monkeypatch.setattr(_model, "SPILL_ROWS", 5)
+    monkeypatch.setattr(_spill, "HELD_BYTES", held)
     spilled = parse_or_error(log)
     if isinstance(kept, str) or isinstance(spilled, str):
         assert spilled == kept
@@ -106,6 +110,29 @@ def test_spilled_rows_give_the_same_tables(
     inferred = any(s in w for w in warnings for s in _INFERENCE)
     assert _rows(spilled.measurements, inferred) == _rows(kept.measurements, inferred)
     assert _rows(spilled.runs, inferred) == _rows(kept.runs, inferred)
+
+
+def test_a_spill_holds_its_rows_until_they_are_many(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Rows stay in memory up to HELD_BYTES, then all go to the file; read back,
+    they are every row in order (the file's first), one copy's when asked."""
+    rows = [{"line": i, "size_bytes": 8 * i, _spill.COPY: i % 2} for i in range(40)]
+    one_batch = pa.RecordBatch.from_pylist(rows[:10], schema=_spill.SCHEMA).nbytes
+    monkeypatch.setattr(_spill, "HELD_BYTES", 2 * one_batch)
+    spill = _spill.RowSpill()
+    on_disk = []
+    for start in range(0, 40, 10):
+        spill.write(rows[start : start + 10])
+        on_disk.append(spill._file is not None)
+    assert on_disk == [False, False, True, True]  # the third batch went past it
+    lines = [n for b in spill.batches(None) for n in b.column("line").to_pylist()]
+    assert lines == list(range(40))
+    odd = [n for b in spill.batches(1) for n in b.column("line").to_pylist()]
+    assert odd == list(range(1, 40, 2))
+    assert spill.rows(None) == 40
+    assert spill.rows(1) == 20
+    spill.release()
 
 
 def test_spilling_is_exercised() -> None:
@@ -312,7 +339,8 @@ def test_the_command_uses_the_system_memory_pool_unless_told(
     chosen: str | None, used: str, tmp_path: Path
 ) -> None:
     """mimalloc kept ~110 MB more resident once row groups were written by a thread
-    (docs/robustness.md); a pool the user names in ARROW_DEFAULT_MEMORY_POOL wins."""
+    (docs/robustness.md); a pool the user names in ARROW_DEFAULT_MEMORY_POOL wins.
+    Likewise OpenBLAS's spinning thread pool, unless OPENBLAS_NUM_THREADS says."""
     if chosen == "mimalloc":
         try:
             pa.mimalloc_memory_pool()
@@ -325,11 +353,16 @@ def test_the_command_uses_the_system_memory_pool_unless_told(
         "from ncclparse.cli.app import cli\n"
         f"sys.argv = {argv!r}\n"
         "try:\n    cli()\nexcept SystemExit:\n    pass\n"
-        "import pyarrow\n"
+        "import os, pyarrow\n"
         "print(pyarrow.default_memory_pool().backend_name)\n"
+        "print(os.environ['OPENBLAS_NUM_THREADS'])\n"
     )
-    env = {k: v for k, v in os.environ.items() if k != "ARROW_DEFAULT_MEMORY_POOL"}
+    chosen_variables = ("ARROW_DEFAULT_MEMORY_POOL", "OPENBLAS_NUM_THREADS")
+    env = {k: v for k, v in os.environ.items() if k not in chosen_variables}
     if chosen is not None:
         env["ARROW_DEFAULT_MEMORY_POOL"] = chosen
-    assert child_output(code, env).split() == [used]
+        env["OPENBLAS_NUM_THREADS"] = "3"
+    # One BLAS thread (no spinning pool) unless the user chose a count.
+    threads = "1" if chosen is None else "3"
+    assert child_output(code, env).split() == [used, threads]
     assert (tmp_path / "m.parquet").exists()

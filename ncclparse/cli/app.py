@@ -38,6 +38,11 @@ _COMMANDS = {
 # resident for one run of 18 M rows (355 MB against 242 MB), for no speed.
 MEMORY_POOL_VARIABLE = "ARROW_DEFAULT_MEMORY_POOL"
 MEMORY_POOL = "system"
+# NumPy's OpenBLAS starts a thread per core that spins waiting for work: a tenth of
+# the CPU of a large parse on two cores (which the scanner thread needs), for no
+# BLAS work (the fits here are tiny), unless the user chose a thread count.
+BLAS_THREADS_VARIABLE = "OPENBLAS_NUM_THREADS"
+BLAS_THREADS = "1"
 
 
 class _Cli(click.Group):
@@ -45,6 +50,7 @@ class _Cli(click.Group):
         # Read by pyarrow when it makes its default pool, after this (the commands
         # import it when they run).
         os.environ.setdefault(MEMORY_POOL_VARIABLE, MEMORY_POOL)
+        os.environ.setdefault(BLAS_THREADS_VARIABLE, BLAS_THREADS)  # before NumPy
         try:
             return super().invoke(ctx)
         except NcclParseError as exc:

@@ -1,15 +1,18 @@
-"""A run's rows beyond the first few thousand, kept in a temporary file.
+"""A run's rows beyond the first few thousand, kept aside (in a temporary file once
+they are many).
 
 One run may hold millions of rows (a sweep repeated for hours). Its facts that every
 row carries (collective, rank count, device) are known only when the run ends, so its
-rows cannot be handed on as they are read; they are written here instead, as
-compressed Arrow IPC, and read back batch by batch when the run is collected. Memory
-then stays bounded by one batch whatever the size of the run (docs/robustness.md).
+rows cannot be handed on as they are read; they are kept here instead, as Arrow
+batches up to HELD_BYTES and beyond that written to the file as compressed Arrow IPC,
+and read back batch by batch when the run is collected. Memory then stays bounded by
+HELD_BYTES and one batch whatever the size of the run (docs/robustness.md).
 """
 
 from __future__ import annotations
 
 import io
+import itertools
 import tempfile
 from collections import Counter
 from collections.abc import Iterator
@@ -40,19 +43,25 @@ class SpillError(OSError):
     """The temporary file for a large run could not be written."""
 
 
+# Bytes of rows a spill holds in memory before it writes them to its file: a run of
+# a few hundred thousand rows never touches the disk (compressing, writing and
+# reading back its rows cost a tenth of parsing it), and memory stays bounded.
+HELD_BYTES = 32 << 20
+
+
 class RowSpill:
-    """Rows written to an anonymous temporary file (gone when closed or collected).
+    """Rows held in memory up to HELD_BYTES, then written to an anonymous temporary
+    file (gone when closed or collected).
 
     Raises :class:`SpillError` when the file cannot be created or written.
     """
 
     def __init__(self) -> None:
         self.counts: Counter[int | None] = Counter()  # rows per copy
-        try:
-            # Kept open for the run's life: it is the storage.
-            self._file: io.BufferedRandom = tempfile.TemporaryFile()  # noqa: SIM115
-        except OSError as exc:
-            raise self._error(exc) from exc
+        self._held: list[pa.RecordBatch] = []  # the rows after the file's
+        self._held_bytes = 0
+        # Made on the first write, kept open for the run's life: it is the storage.
+        self._file: io.BufferedRandom | None = None
         self._writer: pa.ipc.RecordBatchStreamWriter | None = None
         self._sealed = False
         self.readers = 1  # runs that will read it (copies share one spill)
@@ -75,12 +84,20 @@ class RowSpill:
         self._write(batch)
 
     def _write(self, batch: pa.RecordBatch) -> None:
+        self._held.append(batch)
+        self._held_bytes += batch.nbytes
+        if self._held_bytes <= HELD_BYTES:
+            return
         try:
+            if self._file is None:
+                self._file = tempfile.TemporaryFile()  # noqa: SIM115 (see __init__)
             if self._writer is None:
                 self._writer = pa.ipc.new_stream(self._file, SCHEMA, options=_OPTIONS)
-            self._writer.write_batch(batch)
+            for held in self._held:
+                self._writer.write_batch(held)
         except OSError as exc:
             raise self._error(exc) from exc
+        self._held, self._held_bytes = [], 0
 
     def batches(self, copy: int | None) -> Iterator[pa.RecordBatch]:
         """The rows written, in order, as batches with the columns of the spill
@@ -88,10 +105,11 @@ class RowSpill:
         if self._writer is not None and not self._sealed:
             self._writer.close()
             self._sealed = True
-        if self._writer is None:
-            return
-        self._file.seek(0)
-        for batch in pa.ipc.open_stream(self._file):
+        stored: Iterator[pa.RecordBatch] = iter(())
+        if self._file is not None and self._writer is not None:
+            self._file.seek(0)
+            stored = iter(pa.ipc.open_stream(self._file))
+        for batch in itertools.chain(stored, self._held):
             if copy is not None:
                 batch = batch.filter(pc.equal(batch.column(COPY), pa.scalar(copy)))
             # Not drop_columns: RecordBatch has it only from pyarrow 16.
@@ -104,7 +122,9 @@ class RowSpill:
         """One reader is done; the last one closes (and so deletes) the file."""
         self.readers -= 1
         if self.readers <= 0:
-            self._file.close()
+            self._held, self._held_bytes = [], 0
+            if self._file is not None:
+                self._file.close()
 
     @staticmethod
     def _error(exc: OSError) -> SpillError:

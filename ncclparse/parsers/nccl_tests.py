@@ -288,9 +288,12 @@ class _Parser:
             if stop > index + 1:  # lines read as columns, plain NCCL lines between
                 last = numbers[stop - 1]
                 noise += last - number - (stop - 1 - index)
+                applied = None  # the same facts again add nothing to the run
                 for at in range(index + 1, stop) if facts else ():
-                    if at in facts:
-                        self._topology(state, facts[at])
+                    said = facts.get(at)
+                    if said is not None and said is not applied:
+                        self._topology(state, said)
+                        applied = said
                 number = last
             state.row_fields = fields
             measurements += stop - index
