@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-__all__ = ["array", "empty_table", "repeated"]
+__all__ = ["array", "empty_table", "from_codes", "from_values", "repeated"]
 
 _NUMBERS = {
     pa.int32(): np.int32,
@@ -59,6 +59,34 @@ def repeated(value: Any, type: pa.DataType, n: int) -> pa.Array[Any]:
     # Compute's take, which costs a call into Arrow's kernels (some 20-50 us).
     zeros = pa.py_buffer(np.zeros(n, np.int32).tobytes())
     return one.take(pa.Array.from_buffers(pa.int32(), n, [None, zeros]))
+
+
+def from_values(
+    values: bytes, present: bytes | None, type: pa.DataType, n: int
+) -> pa.Array[Any]:
+    """An array of ``n`` C values: int64 or double (8 bytes), int32 (4), bool (a
+    byte, 0 or 1); ``present``: a byte per value, 0 where it is null (None: none
+    is)."""
+    bitmap = None
+    if present is not None and n and present.count(0):
+        bitmap = _bits(present)
+    data = _bits(values) if type == pa.bool_() else pa.py_buffer(values)
+    return pa.Array.from_buffers(type, n, [bitmap, data])
+
+
+def from_codes(distinct: Sequence[Any], codes: bytes, n: int) -> pa.Array[Any]:
+    """A string array of ``n`` values, each ``distinct[code]`` for its int32 code
+    in ``codes`` (None: null)."""
+    if len(distinct) == 1:
+        return repeated(distinct[0], pa.string(), n)
+    indices = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(codes)])
+    return array(distinct, pa.string()).take(indices)
+
+
+def _bits(flags: bytes) -> pa.Buffer:
+    """A bitmap (least significant bit first) of a byte per flag."""
+    truth = np.frombuffer(flags, np.uint8).astype(bool)
+    return _buffer(np.packbits(truth, bitorder="little"))
 
 
 def empty_table(schema: pa.Schema) -> pa.Table:

@@ -208,8 +208,11 @@ DTYPE_BYTES = {
 }
 
 
-def measurements_table(columns: Mapping[str, Sequence[Any]]) -> pa.Table:
-    """Build a ``measurements`` table from column lists; missing columns are null.
+def measurements_table(
+    columns: Mapping[str, Sequence[Any] | pa.Array[Any]],
+) -> pa.Table:
+    """Build a ``measurements`` table from column lists (or arrays of the column's
+    type); missing columns are null.
 
     Raises SchemaError when a non-nullable column holds a null.
     """
@@ -221,17 +224,23 @@ def runs_table(columns: Mapping[str, Sequence[Any]]) -> pa.Table:
     return _build(RUNS_SCHEMA, columns)
 
 
-def _build(schema: pa.Schema, columns: Mapping[str, Sequence[Any]]) -> pa.Table:
+def _build(
+    schema: pa.Schema, columns: Mapping[str, Sequence[Any] | pa.Array[Any]]
+) -> pa.Table:
     unknown = set(columns) - set(schema.names)
     if unknown:
         raise SchemaError(f"unknown column(s): {', '.join(sorted(unknown))}")
     length = len(next(iter(columns.values()))) if columns else 0
-    arrays = []
+    arrays: list[pa.Array[Any]] = []
     for field in schema:
         values = columns.get(field.name)
         if values is None:
             values = [None] * length
-        arrays.append(array(values, field.type))
+        if isinstance(values, pa.Array):  # built already (the parsers' native columns)
+            same = values.type == field.type
+            arrays.append(values if same else array(values.to_pylist(), field.type))
+        else:
+            arrays.append(array(values, field.type))
     table = pa.Table.from_arrays(arrays, schema=schema)
     conform(table, schema)
     return table

@@ -23,10 +23,10 @@ import math
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 from unittest import mock
 
 import pytest
@@ -46,8 +46,9 @@ try:
 
     NATIVE: _lines.ScanBlock | None = _scan.scan_block
     NATIVE_ROWS: _lines.ReadRows | None = _scan.read_rows
+    NATIVE_COLUMNS: Callable[..., list[Any]] | None = _scan.dict_columns
 except ImportError:
-    NATIVE = NATIVE_ROWS = None
+    NATIVE = NATIVE_ROWS = NATIVE_COLUMNS = None
 
 EXAMPLES = Path(__file__).parent.parent / "examples"
 LOGS = sorted(
@@ -224,6 +225,10 @@ def reading(scan: _lines.ScanBlock | None, *, per_line: bool = False) -> Iterato
         mock.patch.object(_lines, "scan_block", scan),
         # The native row reader comes with the native scanner (Rows batches).
         mock.patch.object(_lines, "read_rows", None if scan is None else NATIVE_ROWS),
+        # And the columns of row dicts built in C (_model.Collector.flush).
+        mock.patch.object(
+            _lines, "dict_columns", None if scan is None else NATIVE_COLUMNS
+        ),
         mock.patch.object(_lines, "_CHUNK", _CHUNK),
         mock.patch.object(parsers, "SNIFF_LINES", _SNIFF),
         mock.patch.object(

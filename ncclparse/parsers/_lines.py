@@ -60,6 +60,11 @@ read_rows_columns: Callable[..., tuple[Any, ...]] | None = (
     None if _NATIVE is None else _NATIVE.read_rows_columns
 )
 
+# The columns of row dicts as C buffers (_model.Collector.flush), or None.
+dict_columns: Callable[..., list[Any]] | None = (
+    None if _NATIVE is None else _NATIVE.dict_columns
+)
+
 # Launchers and log collectors put these before every line; they are not part of the
 # benchmark's output (schema.md: stripped before reading, `line` unchanged).
 _PREFIXES = re.compile(
@@ -305,10 +310,11 @@ def _scan_binary(
     elif tail:  # the input's last line, with no ending
         yield tail
         return
-    # Blocks of four times the text reader's characters: each costs the parser a
-    # millisecond or so of Python and Arrow calls, whatever its size (16 MiB: 9 %
-    # faster than 4 MiB on a 1 GiB log, for about 40 MB more at the peak).
-    chunk = 4 * _CHUNK
+    # Blocks of _CHUNK bytes: 16 MiB blocks were 9 % faster on the 1 GiB benchmark
+    # log (each block costs the parser some Python and Arrow calls, whatever its
+    # size), but a log of rows alone is kept whole, so blocks in flight (read,
+    # queued, parsed) grew past 100 MB of Python strings and row columns.
+    chunk = _CHUNK
     data = binary.read(chunk)
     if not data:
         return

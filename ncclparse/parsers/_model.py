@@ -9,13 +9,15 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
+import numpy as np
 import pyarrow as pa
 
 from ncclparse import schema
-from ncclparse.arrays import repeated
+from ncclparse.arrays import array, from_codes, from_values, repeated
 
+from . import _lines
 from ._lines import Line
 from ._spill import RUN_COLUMNS, RowSpill
 
@@ -314,13 +316,17 @@ class Collector:
         if not rows:
             return
         self._rows, self._shared = [], []
-        columns: dict[str, list[Any]] = {}
-        # Column by column: one comprehension per column is much cheaper than a
-        # Python loop over every (row, column) pair.
-        for name in schema.MEASUREMENT_COLUMNS:
+        columns: dict[str, Any] = {}
+        native = _native_columns(rows)
+        for column in schema.MEASUREMENT_FIELDS:
+            name = column.name
             if name in RUN_COLUMNS:
-                columns[name] = [v for n, run in shared for v in [run[name]] * n]
+                columns[name] = _shared_column(shared, name, column.type)
+            elif native.get(name) is not None:
+                columns[name] = native[name]
             else:
+                # One comprehension per column is much cheaper than a Python loop
+                # over every (row, column) pair.
                 default = _ROW_DEFAULTS.get(name)
                 columns[name] = [row.get(name, default) for row in rows]
         table = schema.measurements_table(columns)
@@ -406,6 +412,54 @@ class Collector:
         }
         for name, column in self.runs.items():
             column.append(values[name])
+
+
+# How the native reader of row dicts builds each row column (_scan.c's D_* kinds):
+# from buffers, or (other types: lists) only when every value is None.
+_NATIVE_KINDS = {pa.int64(): 1, pa.int32(): 2, pa.float64(): 3, pa.bool_(): 4}
+_NATIVE_KINDS[pa.string()] = 5
+_NULLS_ONLY = 6
+_ROW_FIELDS = tuple(f for f in schema.MEASUREMENT_FIELDS if f.name not in RUN_COLUMNS)
+_ROW_SPEC = (
+    tuple(f.name for f in _ROW_FIELDS),
+    bytes(_NATIVE_KINDS.get(f.type, _NULLS_ONLY) for f in _ROW_FIELDS),
+    tuple(_ROW_DEFAULTS.get(f.name) for f in _ROW_FIELDS),
+)
+
+
+def _native_columns(rows: list[dict[str, Any]]) -> dict[str, pa.Array[Any] | None]:
+    """The columns of ``rows`` built from C buffers (``_lines.dict_columns``), each
+    what ``array()`` builds of its values; a column holding a value ``array()``
+    does not build from buffers (and every column without the extension) is None."""
+    if _lines.dict_columns is None or not rows:
+        return {}
+    names, _, _ = _ROW_SPEC
+    built = _lines.dict_columns(rows, *_ROW_SPEC)
+    n = len(rows)
+    columns: dict[str, pa.Array[Any] | None] = {}
+    for column, name, buffers in zip(_ROW_FIELDS, names, built, strict=True):
+        if buffers is None:
+            columns[name] = None
+        elif not buffers:  # every value None
+            columns[name] = cast("pa.Array[Any]", pa.nulls(n, cast(Any, column.type)))
+        elif column.type == pa.string():
+            columns[name] = from_codes(buffers[0], buffers[1], n)
+        else:
+            columns[name] = from_values(buffers[0], buffers[1], column.type, n)
+    return columns
+
+
+def _shared_column(
+    shared: list[tuple[int, dict[str, Any]]], name: str, type: pa.DataType
+) -> pa.Array[Any]:
+    """Run column ``name``: each run's value, on each of its rows."""
+    values = array([run[name] for _, run in shared], type)
+    counts = np.array([n for n, _ in shared], np.int64)
+    codes = np.repeat(np.arange(len(shared), dtype=np.int32), counts)
+    indices = pa.Array.from_buffers(
+        pa.int32(), len(codes), [None, pa.py_buffer(codes.tobytes())]
+    )
+    return values.take(indices)
 
 
 def _with_run_columns(

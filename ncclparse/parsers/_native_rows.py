@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from ncclparse.arrays import array, repeated
+from ncclparse.arrays import from_codes, from_values, repeated
 
 from ._nccl_layout import NATIVE_METRICS
 from ._spill import SCHEMA
@@ -40,10 +40,10 @@ class NativeColumns:
         self.ends: npt.NDArray[np.int64] = np.frombuffer(output[_ENDS], np.int64)
         rows = int(self.ends[-1]) if len(self.ends) else 0
         columns: dict[str, pa.Array[Any]] = {
-            "line": _numbers(output[_LINE], pa.int64(), rows),
-            "size_bytes": _numbers(output[_SIZE], pa.int64(), rows),
-            "count": _numbers(output[_COUNT], pa.int64(), rows),
-            "root": _numbers(output[_ROOT], pa.int32(), rows, output[_ROOT_VALID]),
+            "line": from_values(output[_LINE], None, pa.int64(), rows),
+            "size_bytes": from_values(output[_SIZE], None, pa.int64(), rows),
+            "count": from_values(output[_COUNT], None, pa.int64(), rows),
+            "root": from_values(output[_ROOT], output[_ROOT_VALID], pa.int32(), rows),
             "cputime": repeated(cputime, pa.bool_(), rows),
             "grouped": repeated(False, pa.bool_(), rows),
             "iter_skipped": repeated(skipped, pa.int64(), rows),
@@ -51,12 +51,10 @@ class NativeColumns:
         columns["reported_bytes"] = columns["size_bytes"]
         for index, name in enumerate(_METRIC_COLUMNS):
             values, valid = output[_METRICS + 2 * index : _METRICS + 2 * index + 2]
-            columns[name] = _numbers(values, pa.float64(), rows, valid)
+            columns[name] = from_values(values, valid, pa.float64(), rows)
         for index, name in enumerate(_STRINGS):
             values, codes = output[_BUFFERS + 2 * index : _BUFFERS + 2 * index + 2]
-            columns[name] = array(values, pa.string()).take(
-                pa.Array.from_buffers(pa.int32(), rows, [None, pa.py_buffer(codes)])
-            )
+            columns[name] = from_codes(values, codes, rows)
         self._batch = pa.RecordBatch.from_arrays(
             [columns.get(f.name, pa.nulls(rows, f.type)) for f in SCHEMA],
             schema=SCHEMA,
@@ -65,13 +63,3 @@ class NativeColumns:
     def rows(self, start: int, stop: int) -> pa.RecordBatch:
         """Rows ``start`` to ``stop`` (not included), as a spill batch."""
         return self._batch.slice(start, stop - start)
-
-
-def _numbers(
-    data: bytes, type: pa.DataType, rows: int, valid: bytes | None = None
-) -> pa.Array[Any]:
-    bitmap = None
-    if valid is not None and rows and valid.count(0):
-        flags = np.frombuffer(valid, np.uint8).astype(bool)
-        bitmap = pa.py_buffer(np.packbits(flags, bitorder="little").tobytes())
-    return pa.Array.from_buffers(type, rows, [bitmap, pa.py_buffer(data)])

@@ -36,6 +36,7 @@
 #include <Python.h>
 #include <float.h>
 #include <math.h>
+#include <stdint.h>
 #include <string.h>
 #include <strings.h>
 
@@ -1297,12 +1298,182 @@ done:
     return result;
 }
 
+/* --- columns of row dicts (dict_columns) -----------------------------------
+ * dict_columns(rows, names, kinds, defaults): the columns of a list of row dicts
+ * as _model.Collector builds them (row.get(name, default)), for the column kinds
+ * arrays.array builds from buffers: per column, by its kind (a byte of kinds)
+ *   D_INT64, D_INT32: (int64 or int32 values, a byte per value: present);
+ *   D_DOUBLE: (double values, present); D_BOOL: (a byte per value: 1 for True,
+ *   present);
+ *   D_STRING: (its distinct values in order of first appearance, int32 codes);
+ *   D_NULLS (any other type): () when every value is None;
+ * or None when the column holds a value of another type than array() builds it
+ * from (exactly int, int or float, bool, str; or None), an integer beyond the
+ * type or a str UTF-8 cannot encode, and for D_OTHER: the caller builds those
+ * columns as before. */
+enum { D_OTHER, D_INT64, D_INT32, D_DOUBLE, D_BOOL, D_STRING, D_NULLS };
+
+/* One value into the buffers of its column; 0: not a value of the kind. */
+static int
+put_value(int kind, PyObject *value, Buffer *data, Buffer *present, Strings *strings)
+{
+    char there = value != Py_None;
+    if (kind == D_STRING) {
+        if (there && !PyUnicode_CheckExact(value))
+            return 0;
+        if (there && PyUnicode_AsUTF8AndSize(value, NULL) == NULL) {
+            PyErr_Clear(); /* a lone surrogate: array() raises its own error */
+            return 0;
+        }
+        return put_string(strings, value) < 0 ? -1 : 1;
+    }
+    if (put(present, &there, 1) < 0)
+        return -1;
+    if (kind == D_DOUBLE) {
+        double number = 0.0;
+        if (there && PyFloat_CheckExact(value)) {
+            number = PyFloat_AS_DOUBLE(value);
+        }
+        else if (there) {
+            if (!PyLong_CheckExact(value))
+                return 0;
+            number = PyLong_AsDouble(value);
+            if (number == -1.0 && PyErr_Occurred()) {
+                PyErr_Clear(); /* too large: array() says so its own way */
+                return 0;
+            }
+        }
+        return put(data, &number, 8) < 0 ? -1 : 1;
+    }
+    if (kind == D_BOOL) {
+        if (there && value != Py_True && value != Py_False)
+            return 0;
+        char truth = value == Py_True;
+        return put(data, &truth, 1) < 0 ? -1 : 1;
+    }
+    long long number = 0;
+    if (there) {
+        int overflow = 0;
+        if (!PyLong_CheckExact(value))
+            return 0;
+        number = PyLong_AsLongLongAndOverflow(value, &overflow);
+        if (overflow || (number == -1 && PyErr_Occurred())) {
+            PyErr_Clear();
+            return 0;
+        }
+    }
+    if (kind == D_INT32) {
+        if (number < INT32_MIN || number > INT32_MAX)
+            return 0;
+        int32_t narrow = (int32_t)number;
+        return put(data, &narrow, 4) < 0 ? -1 : 1;
+    }
+    return put(data, &number, 8) < 0 ? -1 : 1;
+}
+
+/* One column: its tuple, Py_None, or NULL (an error is set). */
+static PyObject *
+dict_column(PyObject *rows, PyObject *name, int kind, PyObject *fallback)
+{
+    if (kind == D_OTHER)
+        return Py_NewRef(Py_None);
+    if (kind == D_NULLS) {
+        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(rows); i++) {
+            PyObject *row = PyList_GET_ITEM(rows, i);
+            if (!PyDict_CheckExact(row))
+                return Py_NewRef(Py_None);
+            PyObject *value = PyDict_GetItemWithError(row, name);
+            if (value == NULL && PyErr_Occurred())
+                return NULL;
+            if ((value ? value : fallback) != Py_None)
+                return Py_NewRef(Py_None);
+        }
+        return PyTuple_New(0);
+    }
+    Buffer data = {0}, present = {0};
+    Strings strings = {NULL, {0}};
+    PyObject *result = NULL;
+    int ok = 1;
+    if (kind == D_STRING && (strings.codes_of = PyDict_New()) == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; ok == 1 && i < PyList_GET_SIZE(rows); i++) {
+        PyObject *row = PyList_GET_ITEM(rows, i);
+        if (!PyDict_CheckExact(row)) {
+            ok = 0;
+            break;
+        }
+        PyObject *value = PyDict_GetItemWithError(row, name); /* borrowed */
+        if (value == NULL && PyErr_Occurred())
+            goto done;
+        ok = put_value(kind, value ? value : fallback, &data, &present, &strings);
+    }
+    if (ok < 0)
+        goto done;
+    if (ok == 0) {
+        result = Py_NewRef(Py_None);
+        goto done;
+    }
+    if (kind == D_STRING) {
+        PyObject *distinct = PyDict_Keys(strings.codes_of);
+        PyObject *codes = distinct ? take_bytes(&strings.codes) : NULL;
+        result = codes ? PyTuple_Pack(2, distinct, codes) : NULL;
+        Py_XDECREF(distinct);
+        Py_XDECREF(codes);
+    }
+    else {
+        PyObject *values = take_bytes(&data);
+        PyObject *there = values ? take_bytes(&present) : NULL;
+        result = there ? PyTuple_Pack(2, values, there) : NULL;
+        Py_XDECREF(values);
+        Py_XDECREF(there);
+    }
+done:
+    PyMem_Free(data.data);
+    PyMem_Free(present.data);
+    PyMem_Free(strings.codes.data);
+    Py_XDECREF(strings.codes_of);
+    return result;
+}
+
+static PyObject *
+dict_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
+{
+    (void)module;
+    if (nargs != 4 || !PyList_Check(args[0]) || !PyTuple_Check(args[1]) ||
+        !PyBytes_Check(args[2]) || !PyTuple_Check(args[3]) ||
+        PyTuple_GET_SIZE(args[1]) != PyBytes_GET_SIZE(args[2]) ||
+        PyTuple_GET_SIZE(args[1]) != PyTuple_GET_SIZE(args[3])) {
+        PyErr_SetString(PyExc_TypeError,
+                        "dict_columns(rows: list[dict], names: tuple[str, ...], "
+                        "kinds: bytes, defaults: tuple) (one kind and default a name)");
+        return NULL;
+    }
+    Py_ssize_t n = PyTuple_GET_SIZE(args[1]);
+    PyObject *out = PyList_New(n);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t c = 0; c < n; c++) {
+        PyObject *column =
+            dict_column(args[0], PyTuple_GET_ITEM(args[1], c),
+                        (unsigned char)PyBytes_AS_STRING(args[2])[c],
+                        PyTuple_GET_ITEM(args[3], c));
+        if (column == NULL) {
+            Py_DECREF(out);
+            return NULL;
+        }
+        PyList_SET_ITEM(out, c, column);
+    }
+    return out;
+}
+
 static PyMethodDef methods[] = {
     {"scan_block", (PyCFunction)(void (*)(void))scan_block, METH_FASTCALL,
      "scan_block(block, end) -> (lines, kept indices, kept starts, kept texts, "
      "facts)"},
     {"scan_bytes", (PyCFunction)(void (*)(void))scan_bytes, METH_FASTCALL,
      "scan_bytes(block, end) -> scan_block's result for UTF-8 bytes"},
+    {"dict_columns", (PyCFunction)(void (*)(void))dict_columns, METH_FASTCALL,
+     "dict_columns(rows, names, kinds, defaults) -> per column its buffers or None"},
     {"read_rows", (PyCFunction)(void (*)(void))read_rows, METH_FASTCALL,
      "read_rows(numbers, raws, spec) -> per line (tokens, row dicts) or None"},
     {"read_rows_columns", (PyCFunction)(void (*)(void))read_rows_columns,
