@@ -504,3 +504,15 @@ def test_quick_refusal_never_changes_detection(texts: list[str]) -> None:
     for module, patterns in _SNIFFERS:
         searched = any(p.search(line.text) for line in head for p in patterns)
         assert module.sniff(head) == searched, module.NAME
+
+
+@given(st.text(max_size=40))
+@example("[1,0]<stdout>: x")
+@example("2024-06-01T10:00:00Z x")
+@example(" 3: x")
+@example("[3] x")
+def test_no_launcher_prefix_starts_elsewhere(text: str) -> None:
+    """strip_prefix tries its pattern only on lines starting with a character of
+    _PREFIX_FIRST: no prefix starts with any other."""
+    if _lines._PREFIXES.match(text) is not None:
+        assert text[:1] in _lines._PREFIX_FIRST

@@ -12,6 +12,8 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 import ncclparse
 from ncclparse.parsers import _signals
@@ -58,6 +60,13 @@ ROOT = Path(__file__).parent.parent
             "srun: error: n1: task 3: Aborted (core dumped) (signal 6: SIGABRT)",
         ),
         ("Terminated", 15, False, "Terminated (signal 15: SIGTERM)"),
+        # Missed before the cheap test in front of the patterns was itself tested.
+        (
+            "CPU time limit exceeded",
+            24,
+            True,
+            "CPU time limit exceeded (signal 24: SIGXCPU)",
+        ),
         (
             "Segmentation fault (core dumped)",
             11,
@@ -159,3 +168,34 @@ def test_signal_after_the_footer_keeps_a_complete_run_complete() -> None:
     run = ncclparse.parse(text + "Terminated\n", name="x").runs.to_pylist()[0]
     assert run["status"] == "complete"
     assert run["errors"][-1].endswith("Terminated (signal 15: SIGTERM)")
+
+
+_SIGNAL_PIECES = st.sampled_from(
+    (
+        "KILLED BY SIGNAL: 9",
+        "THE EXIT STRING: Killed (signal 9)",
+        "mpirun noticed that process rank 1 with PID 7 on node a exited on signal 9",
+        "[host:1234] Signal: Segmentation fault (11)",
+        "srun: error: n1: task 0: ",
+        "slurmstepd: error: *** STEP 1.0 ON n1 CANCELLED AT 2024",
+        "./run.sh: line 3: 4711 ",
+        *_signals._DESCRIPTIONS,
+        " (core dumped)",
+        "  mpirun -n 2",
+        " ",
+        "x",
+        "é",
+        "\t",
+        "[",
+    )
+)
+
+
+@given(st.lists(st.one_of(_SIGNAL_PIECES, st.text(max_size=4)), max_size=6))
+def test_the_cheap_test_lets_every_signal_line_through(pieces: list[str]) -> None:
+    """_hinted, in front of the patterns, is true for every line one matches."""
+    text = "".join(pieces).strip()
+    if any(p.search(text) for p in _signals._PATTERNS) or _signals._CANCELLED.match(
+        text
+    ):
+        assert _signals._hinted(text)

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from . import _signals
 
 # `[0] MPI startup(): ...`: the `[0] ` rank prefix is already stripped by _lines.
-_STARTUP = re.compile(r"^MPI startup\(\):")
+_STARTUP = "MPI startup():"
 # The I_MPI_DEBUG pinning table: `MPI startup(): <rank> <pid> <host> {<cpus>}`.
 _PIN_ROW = re.compile(r"^MPI startup\(\):\s+(\d{1,6})\s+\d+\s+(\S+)\s+\{")
 _LIBRARY = re.compile(r"^MPI startup\(\): Intel\(R\) MPI Library, Version (\S+)")
@@ -39,7 +39,7 @@ class MpiLine:
 
 def classify(text: str) -> MpiLine | None:
     """Recognise an Intel MPI / Hydra line; None when ``text`` is not one."""
-    if _STARTUP.match(text):
+    if text.startswith(_STARTUP):
         pin = _PIN_ROW.match(text)
         library = _LIBRARY.match(text)
         return MpiLine(
@@ -47,9 +47,13 @@ def classify(text: str) -> MpiLine | None:
             rank_host=(int(pin.group(1)), pin.group(2)) if pin else None,
             library_version=library.group(1) if library else None,
         )
-    if _LAUNCHER.match(text) or _BOX_EDGE.match(text):
+    # The first character settles most lines (every one, for the patterns below).
+    first = text[:1]
+    if (first == "[" and _LAUNCHER.match(text)) or (
+        first == "=" and _BOX_EDGE.match(text)
+    ):
         return MpiLine("noise")
-    box = _BOX_TEXT.match(text)
+    box = _BOX_TEXT.match(text) if first == "=" else None
     if box:
         signal = _SIGNAL.search(text)
         failure = False
@@ -61,7 +65,7 @@ def classify(text: str) -> MpiLine | None:
                 else number != 0  # EXIT CODE
             )
         return MpiLine("error", box.group(1), failure)
-    if _ABORT.match(text):
+    if first in ("A", "F") and _ABORT.match(text):
         return MpiLine("error", text.strip(), True)
     # Other launchers, Slurm and shells reporting a killed process (Open MPI's
     # `exited on signal 9 (Killed)`, `srun: error: n1: task 0: Killed`, `Killed`).

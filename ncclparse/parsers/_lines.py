@@ -79,6 +79,10 @@ _PREFIXES = re.compile(
 )
 
 
+# What a launcher prefix starts with (each alternative of _PREFIXES).
+_PREFIX_FIRST = frozenset("[ 0123456789")
+
+
 class Line(NamedTuple):
     """One input line: 1-based number, text without prefix or line ending."""
 
@@ -100,6 +104,8 @@ def strip_prefix(text: str) -> tuple[str, str | None]:
     """Remove launcher prefixes; return the text and the rank tag (or None)."""
     stream = None
     for _ in range(3):
+        if text[:1] not in _PREFIX_FIRST:  # most lines: no prefix can start there
+            break
         match = _PREFIXES.match(text)
         if match is None:
             break
