@@ -226,7 +226,10 @@ find(const Py_UCS1 *s, size_t n, const char *needle, size_t m)
                 return s + i + bit;
         }
     }
-    return memmem(s + i, n - i, needle, m); /* the last few positions */
+    for (; i + m <= n; i++) /* the last few positions */
+        if (s[i] == (Py_UCS1)needle[0] && memcmp(s + i + 1, needle + 1, m - 1) == 0)
+            return s + i;
+    return NULL;
 }
 #else
 #define find(s, n, needle, m) ((const Py_UCS1 *)memmem((s), (n), (needle), (m)))
@@ -610,9 +613,12 @@ is_float(const char *s, Py_ssize_t n)
     Py_ssize_t i = 0;
     if (i < n && (s[i] == '-' || s[i] == '+'))
         i++;
-    if (n - i == 3 && strncasecmp(s + i, "nan", 3) == 0)
+    char first = i < n ? s[i] : 0;
+    if ((first == 'n' || first == 'N') && n - i == 3 &&
+        strncasecmp(s + i, "nan", 3) == 0)
         return 1;
-    if (n - i >= 3 && strncasecmp(s + i, "inf", 3) == 0)
+    if ((first == 'i' || first == 'I') && n - i >= 3 &&
+        strncasecmp(s + i, "inf", 3) == 0)
         return n - i == 3 || (n - i == 8 && strncasecmp(s + i + 3, "inity", 5) == 0);
     Py_ssize_t whole = digits(s, i, n);
     i += whole;
@@ -849,7 +855,24 @@ tokenize(const char *s, Py_ssize_t n, Token *tokens)
 static int
 has_text(const char *s, Py_ssize_t n, const char *needle)
 {
-    return memmem(s, (size_t)n, needle, strlen(needle)) != NULL;
+    return find((const Py_UCS1 *)s, (size_t)n, needle, strlen(needle)) != NULL;
+}
+
+/* The type and key tokens of the last line read, and what they gave: rows repeat
+ * them, so most lines make no str of their own. */
+typedef struct {
+    char type[16];
+    Py_ssize_t type_length; /* 0: none yet */
+    PyObject *dtype; /* borrowed, as Row.dtype */
+    char redop_text[16];
+    Py_ssize_t redop_length;
+    PyObject *redop; /* a reference of its own, or NULL */
+} Recent;
+
+static void
+forget(Recent *recent)
+{
+    Py_CLEAR(recent->redop);
 }
 
 typedef struct {
@@ -913,7 +936,7 @@ read_block(const char *s, const Token *tokens, const Spec *spec, Block *block)
 /* Read one line into row: 1 read, 0 the parser's to read, -1 error. On 1, the
  * caller owns row->redop. */
 static int
-parse_line(PyObject *raw, const Spec *spec, Row *row)
+parse_line(PyObject *raw, const Spec *spec, Row *row, Recent *recent)
 {
     if (!PyUnicode_Check(raw))
         return 0;
@@ -948,14 +971,27 @@ parse_line(PyObject *raw, const Spec *spec, Row *row)
     row->elements = read_count(s + tokens[1].start, tokens[1].length);
     if (row->size < 0 || row->elements < 0)
         return 0;
-    PyObject *type = PyUnicode_FromStringAndSize(s + tokens[2].start, tokens[2].length);
-    if (type == NULL)
-        return -1;
-    /* Borrowed: spec->dtypes is _nccl_layout.DTYPES, which nothing changes. */
-    row->dtype = PyDict_GetItemWithError(spec->dtypes, type);
-    Py_DECREF(type);
-    if (row->dtype == NULL)
-        return PyErr_Occurred() ? -1 : 0;
+    const char *type_text = s + tokens[2].start;
+    Py_ssize_t type_length = tokens[2].length;
+    if (type_length == recent->type_length &&
+        memcmp(type_text, recent->type, (size_t)type_length) == 0) {
+        row->dtype = recent->dtype;
+    }
+    else {
+        PyObject *type = PyUnicode_FromStringAndSize(type_text, type_length);
+        if (type == NULL)
+            return -1;
+        /* Borrowed: spec->dtypes is _nccl_layout.DTYPES, which nothing changes. */
+        row->dtype = PyDict_GetItemWithError(spec->dtypes, type);
+        Py_DECREF(type);
+        if (row->dtype == NULL)
+            return PyErr_Occurred() ? -1 : 0;
+        if (type_length < (Py_ssize_t)sizeof(recent->type)) {
+            memcpy(recent->type, type_text, (size_t)type_length);
+            recent->type_length = type_length;
+            recent->dtype = row->dtype;
+        }
+    }
     row->redop = NULL;
     row->has_root = 0;
     row->root = 0;
@@ -978,9 +1014,20 @@ parse_line(PyObject *raw, const Spec *spec, Row *row)
         }
         else {
             Py_CLEAR(row->redop);
-            if (!(len == 4 && memcmp(t, "none", 4) == 0) &&
-                (row->redop = PyUnicode_FromStringAndSize(t, len)) == NULL)
+            if (len == 4 && memcmp(t, "none", 4) == 0)
+                continue;
+            if (recent->redop != NULL && len == recent->redop_length &&
+                memcmp(t, recent->redop_text, (size_t)len) == 0) {
+                row->redop = Py_NewRef(recent->redop);
+                continue;
+            }
+            if ((row->redop = PyUnicode_FromStringAndSize(t, len)) == NULL)
                 return -1;
+            if (len < (Py_ssize_t)sizeof(recent->redop)) {
+                Py_XSETREF(recent->redop, Py_NewRef(row->redop));
+                memcpy(recent->redop_text, t, (size_t)len);
+                recent->redop_length = len;
+            }
         }
     }
     for (Py_ssize_t b = 0; b < spec->blocks; b++)
@@ -1100,9 +1147,10 @@ read_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     PyObject *out = PyList_New(0);
     if (out == NULL)
         return NULL;
+    Recent recent = {0};
     for (Py_ssize_t i = start; i < stop; i++) {
         Row row;
-        int read = parse_line(PyList_GET_ITEM(args[1], i), &spec, &row);
+        int read = parse_line(PyList_GET_ITEM(args[1], i), &spec, &row, &recent);
         PyObject *item = NULL;
         if (read == 1) {
             item = row_dicts(PyList_GET_ITEM(args[0], i), &row, &spec);
@@ -1114,12 +1162,14 @@ read_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (item == NULL || PyList_Append(out, item) < 0) {
             Py_XDECREF(item);
             Py_DECREF(out);
+            forget(&recent);
             return NULL;
         }
         Py_DECREF(item);
         if (read == 0)
             break; /* the parser reads it, and may change what the rest means */
     }
+    forget(&recent);
     return out;
 }
 
@@ -1130,21 +1180,29 @@ typedef struct {
     size_t length, capacity;
 } Buffer;
 
+/* Make room in buffer for size more bytes; -1 out of memory (set). */
 static int
+make_room(Buffer *buffer, size_t size)
+{
+    size_t capacity = buffer->capacity ? buffer->capacity * 2 : 4096;
+    while (capacity < buffer->length + size)
+        capacity *= 2;
+    char *data = PyMem_Realloc(buffer->data, capacity);
+    if (data == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    buffer->data = data;
+    buffer->capacity = capacity;
+    return 0;
+}
+
+/* Append size bytes (inlined: a row puts some fifty values). */
+static inline int
 put(Buffer *buffer, const void *value, size_t size)
 {
-    if (buffer->length + size > buffer->capacity) {
-        size_t capacity = buffer->capacity ? buffer->capacity * 2 : 4096;
-        while (capacity < buffer->length + size)
-            capacity *= 2;
-        char *data = PyMem_Realloc(buffer->data, capacity);
-        if (data == NULL) {
-            PyErr_NoMemory();
-            return -1;
-        }
-        buffer->data = data;
-        buffer->capacity = capacity;
-    }
+    if (buffer->length + size > buffer->capacity && make_room(buffer, size) < 0)
+        return -1;
     memcpy(buffer->data + buffer->length, value, size);
     buffer->length += size;
     return 0;
@@ -1173,11 +1231,18 @@ enum { S_PLACEMENT, S_DTYPE, S_REDOP, S_WRONG_KIND, S_LISTS };
 typedef struct {
     PyObject *codes_of; /* dict: value -> code */
     Buffer codes;
+    /* The last two values coded (borrowed: codes_of holds them) and their codes:
+     * rows repeat them (placements alternate), so most take no dict look-up. */
+    PyObject *recent[2];
+    int32_t recent_codes[2];
 } Strings;
 
 static int
 put_string(Strings *column, PyObject *value)
 {
+    for (int r = 0; r < 2; r++)
+        if (column->recent[r] == value && value != NULL)
+            return put(&column->codes, &column->recent_codes[r], 4);
     PyObject *known = PyDict_GetItemWithError(column->codes_of, value); /* borrowed */
     long code;
     if (known != NULL) {
@@ -1194,6 +1259,10 @@ put_string(Strings *column, PyObject *value)
             return -1;
     }
     int32_t stored = (int32_t)code;
+    column->recent[1] = column->recent[0];
+    column->recent_codes[1] = column->recent_codes[0];
+    column->recent[0] = value;
+    column->recent_codes[0] = stored;
     return put(&column->codes, &stored, 4);
 }
 
@@ -1242,6 +1311,7 @@ read_rows_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         return NULL;
     Buffer buffers[C_BUFFERS];
     Strings strings[S_LISTS];
+    Recent recent = {0};
     PyObject *result = NULL;
     memset(buffers, 0, sizeof(buffers));
     memset(strings, 0, sizeof(strings));
@@ -1251,7 +1321,7 @@ read_rows_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     long long rows = 0;
     for (Py_ssize_t i = start; i < stop; i++) {
         Row row;
-        int read = parse_line(PyList_GET_ITEM(args[1], i), &spec, &row);
+        int read = parse_line(PyList_GET_ITEM(args[1], i), &spec, &row, &recent);
         if (read < 0)
             goto done;
         unsigned char fields = 0;
@@ -1289,6 +1359,7 @@ read_rows_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         PyTuple_SET_ITEM(result, i, item);
     }
 done:
+    forget(&recent);
     for (int i = 0; i < C_BUFFERS; i++)
         PyMem_Free(buffers[i].data);
     for (int i = 0; i < S_LISTS; i++) {
@@ -1391,7 +1462,7 @@ dict_column(PyObject *rows, PyObject *name, int kind, PyObject *fallback)
         return PyTuple_New(0);
     }
     Buffer data = {0}, present = {0};
-    Strings strings = {NULL, {0}};
+    Strings strings = {0};
     PyObject *result = NULL;
     int ok = 1;
     if (kind == D_STRING && (strings.codes_of = PyDict_New()) == NULL)
