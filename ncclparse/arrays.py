@@ -39,26 +39,40 @@ def array(values: Sequence[Any], type: pa.DataType) -> pa.Array[Any]:
 def repeated(value: Any, type: pa.DataType, n: int) -> pa.Array[Any]:
     """``array([value] * n, type)``, without a list of n values (a run's source,
     tool or device on each of its rows)."""
-    one = array([value], type)  # what array() makes of the value, or its error
     kind = _type_of(value)
     if value is None:
         return cast("pa.Array[Any]", pa.nulls(n, cast(Any, type)))
-    if type in _NUMBERS and kind in _KINDS[type]:
+    if (type == pa.float64() and kind is float) or (
+        kind is int and type in _INT_BITS and value.bit_length() <= _INT_BITS[type]
+    ):
         numbers = np.full(n, value, _NUMBERS[type])
         return pa.Array.from_buffers(type, n, [None, _buffer(numbers)])
     if type == pa.bool_() and kind is bool:
         bits = np.packbits(np.full(n, value, bool), bitorder="little")
         return pa.Array.from_buffers(type, n, [None, _buffer(bits)])
-    if type == pa.string() and kind is str:
-        text = value.encode("utf-8")
-        if len(text) * n <= np.iinfo(np.int32).max:
-            ends = (np.arange(n + 1, dtype=np.int64) * len(text)).astype(np.int32)
-            return pa.Array.from_buffers(
-                type, n, [None, _buffer(ends), pa.py_buffer(text * n)]
-            )
-    # Compute's take, which costs a call into Arrow's kernels (some 20-50 us).
+    text = _utf8(value) if type == pa.string() and kind is str else None
+    if text is not None and len(text) * n <= np.iinfo(np.int32).max:
+        ends = (np.arange(n + 1, dtype=np.int64) * len(text)).astype(np.int32)
+        return pa.Array.from_buffers(
+            type, n, [None, _buffer(ends), pa.py_buffer(text * n)]
+        )
+    # Any other value, by array()'s rules (or its error), then compute's take, which
+    # costs a call into Arrow's kernels (some 20-50 us).
     zeros = pa.py_buffer(np.zeros(n, np.int32).tobytes())
+    one = array([value], type)
     return one.take(pa.Array.from_buffers(pa.int32(), n, [None, zeros]))
+
+
+# Integer types and the bits of their magnitude (an int.bit_length() up to it fits).
+_INT_BITS = {pa.int32(): 31, pa.int64(): 63}
+
+
+def _utf8(text: str) -> bytes | None:
+    """``text`` in UTF-8, None when it cannot be (a lone surrogate)."""
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        return None
 
 
 def from_values(

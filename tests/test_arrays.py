@@ -142,6 +142,9 @@ print("ok")
             (-(2**63), pa.int64()),
             (None, pa.int32()),
             (7, pa.int32()),
+            (2**31 - 1, pa.int32()),
+            (-(2**31), pa.int32()),  # 32 bits of magnitude: array()'s way
+            (2**63 - 1, pa.int64()),
             (1.5, pa.float64()),
             (3, pa.float64()),
             (True, pa.bool_()),

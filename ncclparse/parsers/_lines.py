@@ -233,6 +233,12 @@ def without_nccl_debug(
             yield as_line(number, block)
             continue
         total, kept, _, raws, facts = block
+        if batching and raws and all(raw[0] == " " for raw in raws):
+            # Every kept line may be a row (a long run in NCCL chatter): one batch,
+            # as the loop below would make it, without a Python step per line.
+            yield from _one_batch(number, total, kept, raws, facts)
+            number += total
+            continue
         previous = -1  # the last kept line
         numbers: list[int] = []  # the Rows batch being gathered
         batch: list[str] = []
@@ -261,6 +267,32 @@ def without_nccl_debug(
             topology = scan_cached(facts[-1]) if facts[-1] is not None else None
             yield Skipped(total - previous - 1, number + total, topology)
         number += total
+
+
+def _one_batch(
+    number: int,
+    total: int,
+    kept: list[int],
+    raws: list[str],
+    facts: list[str | None],
+) -> Iterator[Skipped | Rows]:
+    """The items of a scanned block whose kept lines all start with a blank (the
+    block's first line is number + 1): the plain lines before the first, one Rows
+    batch (the facts of the plain lines between them by index), the plain lines
+    after the last."""
+    if kept[0]:
+        before = scan_cached(facts[0]) if facts[0] is not None else None
+        yield Skipped(kept[0], number + kept[0], before)
+    scanned = ((k, scan_cached(t)) for k, t in enumerate(facts[1:-1], 1) if t)
+    yield Rows(
+        [number + i + 1 for i in kept],
+        raws,
+        {k: topology for k, topology in scanned if topology is not None},
+    )
+    last = kept[-1]
+    if total - last > 1:
+        after = scan_cached(facts[-1]) if facts[-1] is not None else None
+        yield Skipped(total - last - 1, number + total, after)
 
 
 def _scanned(handle: IO[str], source: str, before: str) -> Iterator[ScanResult | str]:

@@ -372,8 +372,9 @@ class Collector:
         count = len(rows)
         if run.spill is not None:
             self.flush()  # the rows in memory come before the spilled ones
+            columns = _RunColumns(shared, run.rows_collective)
             for batch in run.spill.batches(run.copy):
-                self._hand_on(_with_run_columns(batch, shared, run.rows_collective))
+                self._hand_on(columns.completed(batch))
                 count += batch.num_rows
             run.spill.release()
         return count
@@ -462,19 +463,34 @@ def _shared_column(
     return values.take(indices)
 
 
-def _with_run_columns(
-    batch: pa.RecordBatch, shared: dict[str, Any], collective: str | None
-) -> pa.RecordBatch:
-    """A spilled batch completed to a measurements batch with the run's columns."""
-    arrays = []
-    for f in schema.MEASUREMENT_FIELDS:
-        if f.name in shared:
-            arrays.append(repeated(shared[f.name], f.type, batch.num_rows))
-        elif f.name == "collective" and collective is not None:
-            arrays.append(repeated(collective, f.type, batch.num_rows))
-        else:
-            arrays.append(batch.column(f.name))
-    return pa.RecordBatch.from_arrays(arrays, schema=schema.MEASUREMENTS_SCHEMA)
+class _RunColumns:
+    """A run's own columns (source, tool, ...; its collective once inferred) for
+    its spilled batches: built once for the longest batch, sliced for each."""
+
+    def __init__(self, shared: dict[str, Any], collective: str | None) -> None:
+        self._values = dict(shared)
+        if collective is not None:
+            self._values["collective"] = collective
+        self._built: dict[str, pa.Array[Any]] = {}
+        self._length = -1
+
+    def completed(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        """``batch`` completed to a measurements batch with the run's columns."""
+        n = batch.num_rows
+        if n > self._length:
+            self._length = n
+            self._built = {
+                f.name: repeated(self._values[f.name], f.type, n)
+                for f in schema.MEASUREMENT_FIELDS
+                if f.name in self._values
+            }
+        arrays = [
+            self._built[f.name].slice(0, n)
+            if f.name in self._built
+            else batch.column(f.name)
+            for f in schema.MEASUREMENT_FIELDS
+        ]
+        return pa.RecordBatch.from_arrays(arrays, schema=schema.MEASUREMENTS_SCHEMA)
 
 
 def parse_at_end(

@@ -56,7 +56,10 @@ class NativeColumns:
             values, codes = output[_BUFFERS + 2 * index : _BUFFERS + 2 * index + 2]
             columns[name] = from_codes(values, codes, rows)
         self._batch = pa.RecordBatch.from_arrays(
-            [columns.get(f.name, pa.nulls(rows, f.type)) for f in SCHEMA],
+            [
+                columns[f.name] if f.name in columns else pa.nulls(rows, f.type)
+                for f in SCHEMA
+            ],
             schema=SCHEMA,
         )
 
