@@ -18,7 +18,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-__all__ = ["array", "empty_table", "from_codes", "from_values", "repeated"]
+__all__ = ["array", "empty_table", "from_codes", "from_values", "repeated", "spread"]
 
 _NUMBERS = {
     pa.int32(): np.int32,
@@ -93,8 +93,71 @@ def from_codes(distinct: Sequence[Any], codes: bytes, n: int) -> pa.Array[Any]:
     in ``codes`` (None: null)."""
     if len(distinct) == 1:
         return repeated(distinct[0], pa.string(), n)
+    texts = [
+        b"" if v is None else _utf8(v) if type(v) is str else None for v in distinct
+    ]
+    encoded = [text for text in texts if text is not None]
+    widest = max(map(len, encoded), default=0)
+    if len(encoded) == len(distinct) and n * widest <= _GATHERED:
+        built = _gathered(distinct, encoded, np.frombuffer(codes, np.int32, n), widest)
+        if built is not None:
+            return built
     indices = pa.Array.from_buffers(pa.int32(), n, [None, pa.py_buffer(codes)])
     return array(distinct, pa.string()).take(indices)
+
+
+def _gathered(
+    distinct: Sequence[str | None],
+    encoded: list[bytes],
+    index: npt.NDArray[np.int32],
+    widest: int,
+) -> pa.Array[Any] | None:
+    """:func:`from_codes` gathered by NumPy from a table of the encoded values
+    (compute's take is a call into Arrow's kernels and costs the import of
+    pyarrow.compute); None past int32 offsets."""
+    table = np.zeros((len(encoded), widest), np.uint8)
+    for row, text in zip(table, encoded, strict=True):
+        row[: len(text)] = np.frombuffer(text, np.uint8)
+    lengths = np.array([len(e) for e in encoded], np.int64)[index]
+    try:
+        ends = _offsets(lengths, np.int32)
+    except OverflowError:
+        return None
+    within = np.arange(widest) < lengths[:, None]
+    data = pa.py_buffer(table[index][within].tobytes())
+    present = np.array([v is not None for v in distinct])[index]
+    bitmap = None if present.all() else _buffer(_packed(present))
+    return pa.Array.from_buffers(pa.string(), len(index), [bitmap, ends, data])
+
+
+def spread(
+    values: Sequence[Any], type: pa.DataType, counts: Sequence[int]
+) -> pa.Array[Any]:
+    """``array`` of each of ``values`` ``counts[i]`` times (a run's source or rank
+    count on each of its rows)."""
+    repeats = np.array(counts, np.int64)
+    n = int(repeats.sum())
+    codes = np.repeat(np.arange(len(values), dtype=np.int32), repeats)
+    one_each = array(values, type)  # array()'s rules for the values, or its error
+    if type == pa.string():
+        return from_codes(values, codes.tobytes(), n)
+    if type in _NUMBERS and {_type_of(v) for v in values} <= _KINDS[type]:
+        present = np.array([v is not None for v in values])[codes]
+        numbers = np.array([0 if v is None else v for v in values], _NUMBERS[type])
+        bitmap = None if present.all() else _buffer(_packed(present))
+        return pa.Array.from_buffers(type, n, [bitmap, _buffer(numbers[codes])])
+    indices = pa.Array.from_buffers(
+        pa.int32(), n, [None, pa.py_buffer(codes.tobytes())]
+    )
+    return one_each.take(indices)
+
+
+# Bytes a string column gathered by NumPy may take before it is gathered by Arrow.
+_GATHERED = 1 << 24
+
+
+def _packed(truth: npt.NDArray[np.bool_]) -> npt.NDArray[np.uint8]:
+    return np.packbits(truth, bitorder="little")
 
 
 def _bits(flags: bytes) -> pa.Buffer:

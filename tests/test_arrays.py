@@ -9,13 +9,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ncclparse import schema
-from ncclparse.arrays import array, empty_table, repeated
+from ncclparse.arrays import array, empty_table, from_codes, repeated, spread
 
 ROOT = Path(__file__).parent.parent
 
@@ -161,3 +162,52 @@ def test_repeated_is_array_of_the_repeated_value(
     built = repeated(value, type_, n)
     assert built.type == type_
     assert built.equals(pa.array([value] * n, type=type_))
+
+
+_CODED = st.lists(
+    st.one_of(st.none(), st.text(max_size=5), st.sampled_from(["in-place", "\ud800"])),
+    min_size=1,
+    max_size=5,
+    unique=True,
+)
+
+
+@given(_CODED, st.lists(st.integers(0, 4), max_size=40))
+def test_from_codes_is_array_of_the_coded_values(
+    distinct: list[str | None], picks: list[int]
+) -> None:
+    # Every distinct value is used, as in the codes of the values seen.
+    codes = [*range(len(distinct)), *(p % len(distinct) for p in picks)]
+    values = [distinct[c] for c in codes]
+    raw = np.array(codes, np.int32).tobytes()
+    try:
+        expected = pa.array(values, type=pa.string())
+    except (pa.ArrowException, UnicodeError) as exc:  # a lone surrogate
+        with pytest.raises(type(exc)):
+            from_codes(distinct, raw, len(codes))
+        return
+    built = from_codes(distinct, raw, len(codes))
+    assert built.equals(expected)
+    assert built.null_count == values.count(None)
+
+
+@given(
+    st.sampled_from(
+        [
+            (["a", "bb", None], pa.string()),
+            ([3, None, 2**31 - 1], pa.int32()),
+            ([1.5, 2, None], pa.float64()),
+            ([True, None, False], pa.bool_()),
+            ([["x"], None, []], pa.list_(pa.string())),
+        ]
+    ),
+    st.lists(st.integers(0, 6), min_size=3, max_size=3),
+)
+def test_spread_repeats_each_value(
+    case: tuple[list[object], pa.DataType], counts: list[int]
+) -> None:
+    values, type_ = case
+    built = spread(values, type_, counts)
+    expected = [v for v, n in zip(values, counts, strict=True) for _ in range(n)]
+    assert built.type == type_
+    assert built.equals(pa.array(expected, type=type_))

@@ -11,11 +11,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-import numpy as np
 import pyarrow as pa
 
 from ncclparse import schema
-from ncclparse.arrays import array, from_codes, from_values, repeated
+from ncclparse.arrays import from_codes, from_values, repeated, spread
 
 from . import _lines
 from ._lines import Line
@@ -454,13 +453,7 @@ def _shared_column(
     shared: list[tuple[int, dict[str, Any]]], name: str, type: pa.DataType
 ) -> pa.Array[Any]:
     """Run column ``name``: each run's value, on each of its rows."""
-    values = array([run[name] for _, run in shared], type)
-    counts = np.array([n for n, _ in shared], np.int64)
-    codes = np.repeat(np.arange(len(shared), dtype=np.int32), counts)
-    indices = pa.Array.from_buffers(
-        pa.int32(), len(codes), [None, pa.py_buffer(codes.tobytes())]
-    )
-    return values.take(indices)
+    return spread([run[name] for _, run in shared], type, [n for n, _ in shared])
 
 
 class _RunColumns:

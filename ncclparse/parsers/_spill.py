@@ -19,7 +19,6 @@ from collections.abc import Iterator
 from typing import Any
 
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from ncclparse import schema
 from ncclparse.arrays import array
@@ -111,6 +110,9 @@ class RowSpill:
             stored = iter(pa.ipc.open_stream(self._file))
         for batch in itertools.chain(stored, self._held):
             if copy is not None:
+                # Imported here: copies are rare, and pyarrow.compute costs 30 ms.
+                import pyarrow.compute as pc
+
                 batch = batch.filter(pc.equal(batch.column(COPY), pa.scalar(copy)))
             # Not drop_columns: RecordBatch has it only from pyarrow 16.
             yield pa.RecordBatch.from_arrays(batch.columns[:-1], schema=_READ_SCHEMA)
