@@ -157,13 +157,13 @@ _GATHERED = 1 << 24
 
 
 def _packed(truth: npt.NDArray[np.bool_]) -> npt.NDArray[np.uint8]:
+    """Arrow's bit order: least significant bit first."""
     return np.packbits(truth, bitorder="little")
 
 
 def _bits(flags: bytes) -> pa.Buffer:
-    """A bitmap (least significant bit first) of a byte per flag."""
-    truth = np.frombuffer(flags, np.uint8).astype(bool)
-    return _buffer(np.packbits(truth, bitorder="little"))
+    """A bitmap of a byte per flag."""
+    return _buffer(_packed(np.frombuffer(flags, np.uint8).astype(bool)))
 
 
 def empty_table(schema: pa.Schema) -> pa.Table:
