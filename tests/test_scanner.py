@@ -23,6 +23,7 @@ import math
 import shutil
 import subprocess
 import sys
+import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -516,3 +517,40 @@ def test_no_launcher_prefix_starts_elsewhere(text: str) -> None:
     _PREFIX_FIRST: no prefix starts with any other."""
     if _lines._PREFIXES.match(text) is not None:
         assert text[:1] in _lines._PREFIX_FIRST
+
+
+def _reader_threads() -> list[threading.Thread]:
+    return [t for t in threading.enumerate() if t.name == "ncclparse-scan"]
+
+
+@pytest.mark.parametrize("as_bytes", [False, True], ids=["text", "file"])
+def test_a_failed_parse_leaves_no_reader_thread(
+    as_bytes: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The block reader's thread stops when the parse fails, not when the error and
+    its traceback (which hold the reader) are collected."""
+    _native()
+    seed = (EXAMPLES / "all_reduce_16rank_2node_h100.log").read_text()
+    text = (seed + CHATTER * 40) * 20  # many blocks of _CHUNK characters
+    calls = 0
+    feed_rows = parsers.nccl_tests._Parser.feed_rows
+
+    def failing(self: parsers.nccl_tests._Parser, rows: _lines.Rows) -> None:
+        nonlocal calls
+        calls += 1
+        if calls == 5:  # the reader thread has started, and is ahead
+            raise OSError(5, "Input/output error")
+        feed_rows(self, rows)
+
+    monkeypatch.setattr(parsers.nccl_tests._Parser, "feed_rows", failing)
+    source: IO[str] | IO[bytes] = (
+        io.BytesIO(text.encode()) if as_bytes else io.StringIO(text, newline="")
+    )
+    with reading(NATIVE):
+        result = ncclparse.parse_many([(source, "log")])
+    assert calls == 5
+    assert [str(f) for f in result.failures] == [
+        "log: read failed: Input/output error (only runs this input completed "
+        "before the failure, if any, are kept)"
+    ]
+    assert _reader_threads() == []

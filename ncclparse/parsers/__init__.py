@@ -93,16 +93,22 @@ def parse_lines(
             # Skipped and Rows items reach only parsers that declare READS_SKIPPED;
             # they read the lines detection looked at through the block filter too.
             stream: Iterable[Line | Skipped | Rows]
+            rest: Iterable[Line | Skipped | Rows]
             if parser.READS_SKIPPED and all(map(is_whole, raws)):
-                stream = without_nccl_debug(handle, 1, source, "".join(raws))
+                stream = rest = without_nccl_debug(handle, 1, source, "".join(raws))
             else:
-                rest: Iterable[Line | Skipped | Rows] = numbered(
-                    raw_lines, len(raws) + 1
-                )
+                rest = numbered(raw_lines, len(raws) + 1)
                 if parser.READS_SKIPPED:
                     rest = without_nccl_debug(handle, len(raws) + 1, source)
                 stream = itertools.chain(head, rest)
-            return parser.parse(cast("Iterable[Line]", stream), source, emit)
+            try:
+                return parser.parse(cast("Iterable[Line]", stream), source, emit)
+            finally:
+                # Now, not when collected: the block reader's thread stops here even
+                # when the parse failed (its traceback would keep the reader alive).
+                close = getattr(rest, "close", None)
+                if close is not None:
+                    close()
     first = next(((ln.number, ln.text) for ln in head if ln.text.strip()), None)
     if first is None:
         raise UnknownLogFormatError(source, None)
