@@ -536,3 +536,25 @@ def test_rows_are_range_checked_unless_the_reader_checked_them() -> None:
     native.add_row(dict(row), in_range=True)
     assert _model.in_range(native, native.rows) == [row]
     assert native.warnings.texts() == []
+
+
+_A3MEGA = "repo-ztan-a3mega_allreduce_16rank_2node_h100_complete.log"
+
+
+def test_keys_that_change_from_row_to_row_are_read_as_columns() -> None:
+    """Regression: a redop that changed from row to row came out as an earlier row's
+    once rows were read as columns (past KEEP_ROWS): the string column's cache kept
+    the address of a value already freed, which the next value's str reused."""
+    fixture = FIXTURES / "nccl" / _A3MEGA
+    head = fixture.read_text().splitlines(keepends=True)[:31]
+    ops = ["sum", "prod", "max", "premulsum", "avg"]
+    rows = [
+        f"{8 * (i // 5 + 1):12d} {2 * (i // 5 + 1):13d}     float {ops[i % 5]:>9s}"
+        "      -1    135.8    0.00    0.00      0    123.5    0.00    0.00      0\n"
+        for i in range(2 * _model.KEEP_ROWS)
+    ]
+    text = "".join(head + rows) + "# Avg bus bandwidth    : 0.00 \n#\n"
+    result = ncclparse.parse(text)
+    redops = result.measurements.column("redop").to_pylist()
+    # Two rows a line (out-of-place, in-place), each with its line's redop.
+    assert redops == [ops[i % 5] for i in range(len(rows)) for _ in (0, 1)]

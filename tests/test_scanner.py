@@ -554,3 +554,27 @@ def test_a_failed_parse_leaves_no_reader_thread(
         "before the failure, if any, are kept)"
     ]
     assert _reader_threads() == []
+
+
+@pytest.mark.parametrize(
+    "last",
+    [
+        "h:1:2 [0] NCCL INFO x\r",  # plain NCCL debug: a Skipped line in a block
+        "     8     2   float   sum   -1   1.0   0.00   0.00   0\r",
+        "h:1:2 [0] NCCL INFO Using network IB\r",
+    ],
+)
+@pytest.mark.parametrize("more", [False, True], ids=["last", "then-more"])
+def test_a_head_ending_with_a_lone_cr_is_read_as_text_is(
+    last: str, more: bool, scanner: _lines.ScanBlock | None
+) -> None:
+    """Regression: read as bytes, the head's last line ended by a lone "\\r" was
+    scanned as a block where the text reader, at the end of the input, gives it as
+    a line of its own."""
+    seed = (EXAMPLES / "all_reduce_16rank_2node_h100.log").read_text()
+    head = "".join(seed.splitlines(keepends=True)[: _SNIFF - 1])
+    text = head + last + (CHATTER * 3 if more else "")
+    fast, slow = both(text.encode(), scanner)
+    assert fast == slow
+    with reading(scanner):
+        assert outcome(text.encode()) == outcome(text)

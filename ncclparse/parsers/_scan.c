@@ -1023,7 +1023,7 @@ parse_line(PyObject *raw, const Spec *spec, Row *row, Recent *recent)
             }
             if ((row->redop = PyUnicode_FromStringAndSize(t, len)) == NULL)
                 return -1;
-            if (len < (Py_ssize_t)sizeof(recent->redop)) {
+            if (len < (Py_ssize_t)sizeof(recent->redop_text)) {
                 Py_XSETREF(recent->redop, Py_NewRef(row->redop));
                 memcpy(recent->redop_text, t, (size_t)len);
                 recent->redop_length = len;
@@ -1231,17 +1231,28 @@ enum { S_PLACEMENT, S_DTYPE, S_REDOP, S_WRONG_KIND, S_LISTS };
 typedef struct {
     PyObject *codes_of; /* dict: value -> code */
     Buffer codes;
-    /* The last two values coded (borrowed: codes_of holds them) and their codes:
-     * rows repeat them (placements alternate), so most take no dict look-up. */
+    /* The last two values coded and their codes: rows repeat them (placements
+     * alternate), so most take no dict look-up. Strong references: a value equal
+     * to a key is not the key, and once freed its address may be a new value's. */
     PyObject *recent[2];
     int32_t recent_codes[2];
 } Strings;
+
+static void
+forget_strings(Strings *column)
+{
+    Py_CLEAR(column->recent[0]);
+    Py_CLEAR(column->recent[1]);
+    Py_CLEAR(column->codes_of);
+    PyMem_Free(column->codes.data);
+    column->codes.data = NULL;
+}
 
 static int
 put_string(Strings *column, PyObject *value)
 {
     for (int r = 0; r < 2; r++)
-        if (column->recent[r] == value && value != NULL)
+        if (column->recent[r] == value)
             return put(&column->codes, &column->recent_codes[r], 4);
     PyObject *known = PyDict_GetItemWithError(column->codes_of, value); /* borrowed */
     long code;
@@ -1259,9 +1270,10 @@ put_string(Strings *column, PyObject *value)
             return -1;
     }
     int32_t stored = (int32_t)code;
+    Py_XDECREF(column->recent[1]);
     column->recent[1] = column->recent[0];
     column->recent_codes[1] = column->recent_codes[0];
-    column->recent[0] = value;
+    column->recent[0] = Py_NewRef(value);
     column->recent_codes[0] = stored;
     return put(&column->codes, &stored, 4);
 }
@@ -1362,10 +1374,8 @@ done:
     forget(&recent);
     for (int i = 0; i < C_BUFFERS; i++)
         PyMem_Free(buffers[i].data);
-    for (int i = 0; i < S_LISTS; i++) {
-        Py_XDECREF(strings[i].codes_of);
-        PyMem_Free(strings[i].codes.data);
-    }
+    for (int i = 0; i < S_LISTS; i++)
+        forget_strings(&strings[i]);
     return result;
 }
 
@@ -1501,8 +1511,7 @@ dict_column(PyObject *rows, PyObject *name, int kind, PyObject *fallback)
 done:
     PyMem_Free(data.data);
     PyMem_Free(present.data);
-    PyMem_Free(strings.codes.data);
-    Py_XDECREF(strings.codes_of);
+    forget_strings(&strings);
     return result;
 }
 
