@@ -523,7 +523,8 @@ def _scan_block(block: str, end: int) -> ScanResult:
 
     The reference of the native scanner (``_scan.scan_block``), which returns the
     same, except that its ``facts`` texts keep only the skipped lines that may state
-    a fact (the facts :func:`scan` reads in them are the same).
+    a fact, a channel line only from its ``" via NET/"`` on (the facts :func:`scan`
+    reads in them are the same).
     """
     raws = io.StringIO(block[:end], newline="").readlines()
     kept: list[int] = []

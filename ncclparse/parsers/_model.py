@@ -416,8 +416,13 @@ class Collector:
 
 # How the native reader of row dicts builds each row column (_scan.c's D_* kinds):
 # from buffers, or (other types: lists) only when every value is None.
-_NATIVE_KINDS = {pa.int64(): 1, pa.int32(): 2, pa.float64(): 3, pa.bool_(): 4}
-_NATIVE_KINDS[pa.string()] = 5
+_NATIVE_KINDS = {
+    pa.int64(): 1,
+    pa.int32(): 2,
+    pa.float64(): 3,
+    pa.bool_(): 4,
+    pa.string(): 5,
+}
 _NULLS_ONLY = 6
 _ROW_FIELDS = tuple(f for f in schema.MEASUREMENT_FIELDS if f.name not in RUN_COLUMNS)
 _ROW_SPEC = (

@@ -1,6 +1,7 @@
 /* Native line scanner for ncclparse (issue 17): the block filter of
- * ncclparse.parsers._lines.without_nccl_debug in C, and a reader of plain
- * nccl-tests data rows (read_rows, further down).
+ * ncclparse.parsers._lines.without_nccl_debug in C (scan_block, and scan_bytes for
+ * a file's bytes), a reader of plain nccl-tests data rows (read_rows and
+ * read_rows_columns, further down), and the columns of row dicts (dict_columns).
  *
  * scan_block(block, end) splits block[:end] into lines exactly as
  * io.StringIO(block[:end], newline="").readlines() does (a line ends after "\n",
