@@ -48,8 +48,8 @@ def repeated(value: Any, type: pa.DataType, n: int) -> pa.Array[Any]:
         numbers = np.full(n, value, _NUMBERS[type])
         return pa.Array.from_buffers(type, n, [None, _buffer(numbers)])
     if type == pa.bool_() and kind is bool:
-        bits = np.packbits(np.full(n, value, bool), bitorder="little")
-        return pa.Array.from_buffers(type, n, [None, _buffer(bits)])
+        bits = _buffer(_packed(np.full(n, value, bool)))
+        return pa.Array.from_buffers(type, n, [None, bits])
     text = _utf8(value) if type == pa.string() and kind is str else None
     if text is not None and len(text) * n <= np.iinfo(np.int32).max:
         ends = (np.arange(n + 1, dtype=np.int64) * len(text)).astype(np.int32)
@@ -81,10 +81,11 @@ def from_values(
     """An array of ``n`` C values: int64 or double (8 bytes), int32 (4), bool (a
     byte, 0 or 1); ``present``: a byte per value, 0 where it is null (None: none
     is)."""
-    bitmap = None
-    if present is not None and n and present.count(0):
-        bitmap = _bits(present)
-    data = _bits(values) if type == pa.bool_() else pa.py_buffer(values)
+    bitmap = None if present is None else _bitmap(_flags(present))
+    if type == pa.bool_():
+        data = _buffer(_packed(_flags(values)))
+    else:
+        data = pa.py_buffer(values)
     return pa.Array.from_buffers(type, n, [bitmap, data])
 
 
@@ -126,8 +127,9 @@ def _gathered(
     within = np.arange(widest) < lengths[:, None]
     data = pa.py_buffer(table[index][within].tobytes())
     present = np.array([v is not None for v in distinct])[index]
-    bitmap = None if present.all() else _buffer(_packed(present))
-    return pa.Array.from_buffers(pa.string(), len(index), [bitmap, ends, data])
+    return pa.Array.from_buffers(
+        pa.string(), len(index), [_bitmap(present), ends, data]
+    )
 
 
 def spread(
@@ -144,8 +146,9 @@ def spread(
     if type in _NUMBERS and {_type_of(v) for v in values} <= _KINDS[type]:
         present = np.array([v is not None for v in values])[codes]
         numbers = np.array([0 if v is None else v for v in values], _NUMBERS[type])
-        bitmap = None if present.all() else _buffer(_packed(present))
-        return pa.Array.from_buffers(type, n, [bitmap, _buffer(numbers[codes])])
+        return pa.Array.from_buffers(
+            type, n, [_bitmap(present), _buffer(numbers[codes])]
+        )
     indices = pa.Array.from_buffers(
         pa.int32(), n, [None, pa.py_buffer(codes.tobytes())]
     )
@@ -161,9 +164,14 @@ def _packed(truth: npt.NDArray[np.bool_]) -> npt.NDArray[np.uint8]:
     return np.packbits(truth, bitorder="little")
 
 
-def _bits(flags: bytes) -> pa.Buffer:
-    """A bitmap of a byte per flag."""
-    return _buffer(_packed(np.frombuffer(flags, np.uint8).astype(bool)))
+def _flags(flags: bytes) -> npt.NDArray[np.bool_]:
+    """A byte per flag (0: false) as booleans."""
+    return np.frombuffer(flags, np.uint8).astype(bool)
+
+
+def _bitmap(present: npt.NDArray[np.bool_]) -> pa.Buffer | None:
+    """The validity bitmap of ``present``, None when every value is there."""
+    return None if present.all() else _buffer(_packed(present))
 
 
 def empty_table(schema: pa.Schema) -> pa.Table:
@@ -198,8 +206,7 @@ def _build(values: Sequence[Any], type: pa.DataType) -> pa.Array[Any] | None:
         return pa.Array.from_buffers(type, n, [validity, _buffer(numbers)])
     if type == pa.bool_():
         truth = np.array([v is True for v in values], dtype=bool)
-        bits = np.packbits(truth, bitorder="little")
-        return pa.Array.from_buffers(type, n, [validity, _buffer(bits)])
+        return pa.Array.from_buffers(type, n, [validity, _buffer(_packed(truth))])
     if type == pa.string():
         return _strings(values, validity)
     if pa.types.is_list(type) or pa.types.is_map(type):
@@ -268,8 +275,7 @@ def _validity(missing: list[bool]) -> pa.Buffer | None:
     """The validity bitmap (1: a value) of ``missing``, None when nothing is."""
     if not any(missing):
         return None
-    valid = np.logical_not(np.array(missing, dtype=bool))
-    return _buffer(np.packbits(valid, bitorder="little"))
+    return _bitmap(np.logical_not(np.array(missing, dtype=bool)))
 
 
 def _offsets(
