@@ -172,7 +172,18 @@ def numbered(raw_lines: Iterable[str], start: int = 1) -> Iterator[Line]:
     """Number raw lines (with their endings) from ``start``, strip CR/LF and launcher
     prefixes."""
     for number, raw in enumerate(raw_lines, start=start):
-        yield as_line(number, raw)
+        # Most lines: a newline at the end, no \r, and no launcher prefix (each of
+        # _PREFIXES that can start with a blank holds `:`): as_line would keep the
+        # text as it is. (raw[:1] is "" for no line: iteration gives none.)
+        if (
+            raw[-1:] == "\n"
+            and (raw[0] not in _PREFIX_FIRST or (raw[0] == " " and ":" not in raw))
+            and "\r" not in raw
+            and len(raw) <= MAX_LINE
+        ):
+            yield Line(number, raw[:-1], True)
+        else:
+            yield as_line(number, raw)
 
 
 def mentions(lines: Sequence[Line], texts: Sequence[str]) -> bool:

@@ -257,6 +257,8 @@ _POSSIBLE = {
     "algbw_gbps": ("algbw", "bandwidth"),
     "busbw_gbps": ("busbw", "bandwidth"),
 }
+# The columns impossible() judges.
+POSSIBLE_COLUMNS = frozenset(_POSSIBLE)
 
 
 def impossible(

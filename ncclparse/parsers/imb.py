@@ -43,7 +43,7 @@ from ._lines import Line, mentions
 from ._model import Run, parse_at_end
 from ._nccl_layout import table_row_problem
 from ._sizes import REDUCING, imb_size_bytes
-from ._table_row import read_table_row
+from ._table_row import PLAIN_ROW, plain_table_row, read_table_row
 
 NAME = "imb"
 READS_SKIPPED = False  # takes only Line items (see ncclparse.parsers.Parser)
@@ -267,6 +267,20 @@ class _Parser:
 
     def feed(self, line: Line) -> str:
         text = line.text
+        section = self.section
+        # A table row goes straight to _row: no pattern of the lines below can match
+        # its line (PLAIN_ROW); what the other lines do on the way is done here.
+        if section is not None and section.columns and PLAIN_ROW.match(text):
+            tokens = text.split()
+            if _NUMBER.match(tokens[0]):
+                launch, run = self.launch, self.run
+                assert launch is not None
+                assert run is not None
+                launch.last_complete = line.complete
+                if section.bound:
+                    run.last_line = line.number
+                self.rule = 0
+                return self._row(launch, section, line, tokens)
         title = _TITLE.search(text)
         if self.launch is None or (title and self.launch.first.tool_version):
             self._start(line.number)
@@ -416,13 +430,17 @@ class _Parser:
             )
             return "warned"
         columns = list(section.columns)
-        problem = table_row_problem(tokens, columns, _COLUMNS)
-        if problem is not None and line.complete:
-            run.warn(number, f"{problem}: row not read")
-            return "warned"
-        values = read_table_row(run, line, tokens, columns, _COLUMNS)
+        values = None
+        if line.complete:
+            values = plain_table_row(tokens, columns, _COLUMNS)
         if values is None:
-            return "warned"
+            problem = table_row_problem(tokens, columns, _COLUMNS)
+            if problem is not None and line.complete:
+                run.warn(number, f"{problem}: row not read")
+                return "warned"
+            values = read_table_row(run, line, tokens, columns, _COLUMNS)
+            if values is None:
+                return "warned"
         group = values.pop("_group", None)
         if group is not None and section.groups is not None:
             if not (group.is_integer() and 0 <= group < section.groups):

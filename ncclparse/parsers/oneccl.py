@@ -25,7 +25,7 @@ from ._lines import Line, mentions
 from ._model import Run, parse_at_end
 from ._nccl_layout import is_count, table_row_problem
 from ._sizes import REDUCING, oneccl_size_bytes
-from ._table_row import NUMBER, read_table_row
+from ._table_row import NUMBER, PLAIN_ROW, plain_table_row, read_table_row
 
 NAME = "oneccl-benchmark"
 READS_SKIPPED = False  # takes only Line items (see ncclparse.parsers.Parser)
@@ -199,6 +199,12 @@ class _Parser:
             if text == "}":
                 self.mode = ""
             return "noise"
+        # A table row goes straight to _row: no pattern below can match its line
+        # (PLAIN_ROW) but the tab of _USAGE_LINE, which PLAIN_ROW has none of.
+        if self.columns and PLAIN_ROW.match(text):
+            tokens = text.split()
+            if NUMBER.match(tokens[0]):
+                return self._row(run, line, tokens)
         log = _CCL_LOG.search(text)
         if log:
             version = _CCL_VERSION.search(text)
@@ -344,6 +350,10 @@ class _Parser:
 
     def _row(self, run: Run, line: Line, tokens: list[str]) -> str:
         number = line.number
+        if line.complete:
+            values = plain_table_row(tokens, self.columns, _COLUMNS)
+            if values is not None:
+                return self._add(run, number, values)
         problem = table_row_problem(tokens, self.columns, _COLUMNS)
         if problem is not None and line.complete:
             run.warn(number, f"{problem}: row not read")
@@ -351,6 +361,9 @@ class _Parser:
         values = read_table_row(run, line, tokens, self.columns, _COLUMNS)
         if values is None:
             return "warned"
+        return self._add(run, number, values)
+
+    def _add(self, run: Run, number: int, values: dict[str, Any]) -> str:
         if "reported_bytes" not in values or "time_us" not in values:
             run.warn(number, "table without #bytes or time column: row not read")
             return "warned"
