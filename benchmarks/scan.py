@@ -12,7 +12,9 @@ Logs (built deterministically into ``--data``, reused):
   data rows 5 % of lines);
 * ``longruns``: the real NCCL_DEBUG=INFO shape, few long runs: the 16-rank example's
   sweep repeated (``-N``) in 8 runs, each after an init burst, with per-call COLL
-  lines after every data row so that data rows are 5 % of lines.
+  lines after every data row so that data rows are 5 % of lines;
+* ``tree``: run.py's 2,000 small logs (oneCCL, IMB, nccl-tests) to one Parquet, with
+  ``-j 1`` and the default workers, against the same command on one log (start-up).
 
 Usage::
 
@@ -109,7 +111,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--size", type=run.parse_size, default=run.parse_size("256MiB"))
     ap.add_argument("--data", type=Path, default=run.DEFAULT_DATA)
     ap.add_argument("--reps", type=int, default=3)
-    ap.add_argument("--logs", default="big,longruns", help="comma list: big,longruns")
+    ap.add_argument(
+        "--logs", default="big,longruns,tree", help="comma list: big,longruns,tree"
+    )
     ap.add_argument("--python", type=Path, default=Path(sys.executable))
     args = ap.parse_args(argv)
 
@@ -188,9 +192,34 @@ def main(argv: list[str] | None = None) -> int:
             f"| {p[0] / g[0]:.1f}x | {q[0] / g[0]:.1f}x | {n[0] / q[0]:.2f}x "
             f"| {n[1]:.0f} / {p[1]:.0f} MB |"
         )
+    if "tree" in wanted:
+        tree = run.build_inputs(args.data, args.size)["tree"]
+        figures["tree"] = many_logs(tree, args.data / "out", tool, args.reps, plain)
     (args.data / "scan.json").write_text(json.dumps(figures, indent=2))
     print("\n".join(table))
     return 0
+
+
+def many_logs(
+    tree: Path, out: Path, tool: Path, reps: int, env: dict[str, str]
+) -> dict[str, float | None]:
+    """Target 3's second half: run.py's 2,000 small logs to one Parquet, in one
+    process (``-j 1``) and with the default workers, beyond the start-up (the same
+    command on one of the logs)."""
+    one = min(tree.rglob("*.log"))
+    out = out / "tree.parquet"
+    start = median([tool, "parse", "-q", one, "-o", out], reps, env)
+    figures: dict[str, float | None] = {"one_log_s": start[0]}
+    for jobs in ("1", "auto"):
+        wall, peak, code, _ = median(
+            [tool, "parse", "-q", "-j", jobs, tree, "-o", out], reps, env
+        )
+        run.log(
+            f"tree, -j {jobs}: {wall:.2f} s ({wall - start[0]:.2f} s beyond the "
+            f"{start[0]:.2f} s of one log), exit {code}, largest process {peak:.0f} MB"
+        )
+        figures[f"j{jobs}_s"], figures[f"j{jobs}_rss_mb"] = wall, peak
+    return figures
 
 
 if __name__ == "__main__":

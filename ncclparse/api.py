@@ -14,6 +14,7 @@ import pyarrow as pa
 
 from ncclparse.errors import InputError, NcclParseError
 from ncclparse.parsers import Collector, Source, SpillError, open_source, parse_lines
+from ncclparse.progress import Progress, tracked
 
 
 @dataclass(frozen=True)
@@ -129,9 +130,10 @@ def parse(source: Source, *, name: str | None = None) -> ParseResult:
 
 
 def parse_many(
-    sources: Iterable[Source | tuple[Source, str]],
+    sources: Iterable[Source | tuple[Source, str | None]],
     *,
     on_batch: Callable[[pa.RecordBatch], None] | None = None,
+    jobs: int = 1,
 ) -> ParseResult:
     """Parse many sources into one result; a source that fails does not stop the rest.
 
@@ -139,16 +141,41 @@ def parse_many(
     error of each failed source is in ``failures`` (in input order). With
     ``on_batch``, measurements go to it as record batches while parsing goes on
     (memory stays flat however large the input) and the result's ``measurements``
-    table is empty.
+    table is empty. ``jobs`` > 1 parses small files in that many worker processes
+    (:mod:`ncclparse.workers`); the result is the same.
     """
+    return _parse_many(sources, on_batch, jobs, None)
+
+
+def _parse_many(
+    sources: Iterable[Source | tuple[Source, str | None]],
+    on_batch: Callable[[pa.RecordBatch], None] | None,
+    jobs: int,
+    progress: Progress | None,
+) -> ParseResult:
+    """:func:`parse_many`, each source reported to ``progress`` (if any) as it is
+    read (:func:`ncclparse.progress.tracked`) or, parsed by a worker, once merged."""
+    if jobs < 1:
+        raise ValueError(f"jobs must be 1 or more, not {jobs}")
     collector = Collector(on_batch)
     failures: list[NcclParseError] = []
-    for item in sources:
-        source, name = item if isinstance(item, tuple) else (item, None)
+
+    def here(source: Source, name: str | None) -> None:
         try:
             _parse_into(collector, source, name)
         except NcclParseError as exc:
             failures.append(exc)
+
+    items = (item if isinstance(item, tuple) else (item, None) for item in sources)
+    if jobs == 1:  # lazily: a tracked source is opened when its turn comes
+        for source, name in items if progress is None else tracked(items, progress):
+            here(source, name)
+    else:
+        from ncclparse import workers
+
+        workers.parse_in_workers(
+            list(items), jobs, here, workers.merged_into(collector, failures), progress
+        )
     return _result(collector, tuple(failures))
 
 

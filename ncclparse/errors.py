@@ -29,6 +29,10 @@ class UnknownLogFormatError(NcclParseError):
             )
         super().__init__(message)
 
+    def __reduce__(self) -> tuple[type, tuple[str, str | None, int]]:
+        # Pickled (from a worker process) by what __init__ takes, not the message.
+        return type(self), (self.source, self.first_line, self.line_no)
+
 
 class InputError(NcclParseError):
     """An input cannot be opened or read (missing, unreadable, a directory ...).

@@ -143,8 +143,8 @@ class Progress:
 
 
 def tracked(
-    sources: Iterable[tuple[Source, str]], progress: Progress
-) -> Iterator[tuple[Source, str]]:
+    sources: Iterable[tuple[Source, str | None]], progress: Progress
+) -> Iterator[tuple[Source, str | None]]:
     """The ``(source, name)`` pairs of ``sources`` for :func:`ncclparse.parse_many`,
     each file reported to ``progress`` as it is read and when the next is asked for.
 
@@ -156,13 +156,22 @@ def tracked(
     """
     for source, name in sources:
         counted, size = _counted(source, progress)
-        progress.start(name, size)
+        progress.start(_shown_name(source, name), size)
         try:
             yield (source if counted is None else counted), name
         finally:
             if counted is not None:
                 counted.close()  # closes an opened path, not a stream given
             progress.done()
+
+
+def _shown_name(source: Source, name: str | None) -> str:
+    """The name of ``source`` on the line: ``name``, else its path, else a stand-in."""
+    if name is not None:
+        return name
+    if isinstance(source, (str, Path)) and "\n" not in str(source):
+        return str(source)
+    return "<log text>" if isinstance(source, str) else "<stream>"
 
 
 def _counted(source: Source, progress: Progress) -> tuple[Any, int | None]:

@@ -18,6 +18,7 @@ from ncclparse.cli.options import (
     EXIT_INFRASTRUCTURE,
     FILTERS,
     INPUTS,
+    JOBS,
     LOCKING,
     OUTPUT_FILE,
     QUIET,
@@ -148,6 +149,7 @@ _TAG = click.option(
 )
 @click.option("-v", "--verbose", is_flag=True, help="Print passing cases too.")
 @FILTERS
+@JOBS
 @QUIET
 @hardware_options
 def check(
@@ -166,6 +168,7 @@ def check(
     report_path: Path | None,
     verbose: bool,
     filters: Filters,
+    jobs: int,
     quiet: bool,
     hardware: HardwareOptions,
 ) -> None:
@@ -192,7 +195,7 @@ def check(
             load_rules(rules),
             _History(history_dir, tags, first_night, expect_history),
             outputs,
-            (quiet, filters),
+            (quiet, filters, jobs),
             hardware,
         )
         text = to_text(outcome, verbose=verbose)
@@ -279,7 +282,7 @@ def _judge(
     rules: Any,
     given: _History,
     outputs: _Outputs,
-    reading: tuple[bool, Filters],
+    reading: tuple[bool, Filters, int],
     hardware: HardwareOptions,
 ) -> tuple[Any, dict[Path, str]]:
     """Read, judge and render everything ``check`` writes, writing nothing: the
@@ -292,9 +295,11 @@ def _judge(
 
     name = _history_name(given)
     notes: list[Any] = []
-    quiet, filters = reading
+    quiet, filters, jobs = reading
     started = time.monotonic()  # the check's time, in the JUnit and the metrics
-    result, failures = parse_inputs(inputs, quiet, notes=notes, filters=filters)
+    result, failures = parse_inputs(
+        inputs, quiet, notes=notes, filters=filters, jobs=jobs
+    )
     history = None
     if given.directory is not None:
         history = scan_history(
@@ -480,6 +485,7 @@ _PROMETHEUS_FAILED = (
 )
 @LOCKING
 @FILTERS
+@JOBS
 @QUIET
 def ingest(
     inputs: tuple[str, ...],
@@ -489,6 +495,7 @@ def ingest(
     lock: bool,
     lock_timeout: float,
     filters: Filters,
+    jobs: int,
     quiet: bool,
 ) -> None:
     """Append INPUTS to the history dataset; a log already there is skipped.
@@ -499,7 +506,7 @@ def ingest(
     from ncclparse.health.history import HistoryError
     from ncclparse.health.history import ingest as add_to_history
 
-    result, failures = parse_inputs(inputs, quiet, filters=filters)
+    result, failures = parse_inputs(inputs, quiet, filters=filters, jobs=jobs)
     try:
         done = add_to_history(
             result,

@@ -35,6 +35,36 @@ INPUTS = click.argument("inputs", nargs=-1, type=str)
 QUIET = click.option(
     "-q", "--quiet", is_flag=True, help="No per-input summary on stderr."
 )
+# Worker processes for many files by default: one per CPU, up to this many (each
+# holds its own parse, ~100 MB at most).
+AUTO_JOBS = 8
+
+
+def _jobs(ctx: Any, param: Any, value: str) -> int:
+    """``--jobs``: a count from 1 on, or ``auto`` (the CPUs, up to AUTO_JOBS)."""
+    if value == "auto":
+        from ncclparse.workers import available_cpus
+
+        return min(available_cpus(), AUTO_JOBS)
+    try:
+        jobs = int(value)
+    except ValueError:
+        jobs = 0
+    if jobs < 1:
+        raise click.BadParameter(f"{value!r} is not a count from 1 on, nor 'auto'")
+    return jobs
+
+
+JOBS = click.option(
+    "-j",
+    "--jobs",
+    default="auto",
+    show_default=True,
+    callback=_jobs,
+    metavar="N|auto",
+    help="Parse files in N worker processes (1: none; auto: one per CPU, up to "
+    f"{AUTO_JOBS}). The tables are the same.",
+)
 _HARDWARE = ("profile", "intra_bw", "inter_bw", "gpus_per_node", "nodes", "hw_latency")
 
 
@@ -52,6 +82,7 @@ def parse_inputs(
     on_batch: Any = None,
     notes: list[Any] | None = None,
     filters: Filters | None = None,
+    jobs: int = 1,
 ) -> tuple[Any, list[Exception]]:
     """Parse INPUTS (stdin when none and not a terminal); echo summaries and errors.
 
@@ -71,7 +102,7 @@ def parse_inputs(
         notes.extend(found)
     missing = [e for e in expanded if isinstance(e, InputError)]
     sources = [e for e in expanded if not isinstance(e, InputError)]
-    result = _parse_showing_progress(sources, quiet, on_batch)
+    result = _parse_showing_progress(sources, quiet, on_batch, jobs)
     if not quiet:
         for line in summary_lines(result):
             click.echo(line, err=True)
@@ -82,15 +113,16 @@ def parse_inputs(
 
 
 def _parse_showing_progress(
-    sources: list[tuple[Source, str]], quiet: bool, on_batch: Any
+    sources: list[tuple[Source, str]], quiet: bool, on_batch: Any, jobs: int
 ) -> ParseResult:
-    """:func:`ncclparse.parse_many` of ``sources``, with a progress line if wanted."""
+    """:func:`ncclparse.parse_many` of ``sources`` in ``jobs`` processes, with a
+    progress line if wanted."""
     from ncclparse import progress
-    from ncclparse.api import parse_many
+    from ncclparse.api import _parse_many
 
     stream = sys.stderr
     if not progress.enabled(quiet, stream):
-        return parse_many(sources, on_batch=on_batch)
+        return _parse_many(sources, on_batch, jobs, None)
     line = progress.Progress(len(sources), stream)
     batches = on_batch
     if on_batch is not None and _stdout_is_terminal():
@@ -100,7 +132,7 @@ def _parse_showing_progress(
             on_batch(batch)
 
     try:
-        return parse_many(progress.tracked(sources, line), on_batch=batches)
+        return _parse_many(sources, batches, jobs, line)
     finally:
         line.close()
 
@@ -110,6 +142,7 @@ def parse_points(
     quiet: bool,
     limits: tuple[int, int],
     filters: Filters | None = None,
+    jobs: int = 1,
 ) -> tuple[Any, list[Exception]]:
     """As :func:`parse_inputs`, for commands that judge points: rows stream into a
     :class:`ncclparse.points.PointTable`, which merges the repeats of a point when
@@ -123,7 +156,9 @@ def parse_points(
     from ncclparse.points import PointTable, with_merge_notes
 
     points = PointTable(limits)
-    result, failures = parse_inputs(inputs, quiet, on_batch=points.add, filters=filters)
+    result, failures = parse_inputs(
+        inputs, quiet, on_batch=points.add, filters=filters, jobs=jobs
+    )
     measurements = points.table()
     runs = with_merge_notes(result.runs, points.merged_runs())
     return dataclasses.replace(result, measurements=measurements, runs=runs), failures

@@ -10,6 +10,7 @@ import click
 from ncclparse.cli.options import (
     FILTERS,
     INPUTS,
+    JOBS,
     OUTPUT_FILE,
     QUIET,
     command_line,
@@ -53,6 +54,7 @@ if TYPE_CHECKING:
     "standard input in it (default: 'standard input').",
 )
 @FILTERS
+@JOBS
 @QUIET
 @hardware_options
 def report(
@@ -64,6 +66,7 @@ def report(
     quiet: bool,
     hardware: HardwareOptions,
     filters: Filters,
+    jobs: int,
 ) -> None:
     """Write a self-contained report of INPUTS: verdicts, charts, tables, warnings.
 
@@ -73,7 +76,7 @@ def report(
     from ncclparse.points import REPORT_LIMITS
     from ncclparse.report import build_context, render_report
 
-    result, failures = parse_points(inputs, quiet, REPORT_LIMITS, filters)
+    result, failures = parse_points(inputs, quiet, REPORT_LIMITS, filters, jobs)
     context = build_context(
         result,
         hardware=hardware,

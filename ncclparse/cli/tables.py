@@ -11,6 +11,7 @@ import click
 from ncclparse.cli.options import (
     FILTERS,
     INPUTS,
+    JOBS,
     OUTPUT_FILE,
     QUIET,
     TABLE_FORMAT,
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     "--format", "fmt", type=TABLE_FORMAT, help="Output format (default: by extension)."
 )
 @FILTERS
+@JOBS
 @QUIET
 def parse(
     inputs: tuple[str, ...],
@@ -53,6 +55,7 @@ def parse(
     fmt: str | None,
     quiet: bool,
     filters: Filters,
+    jobs: int,
 ) -> None:
     """Parse benchmark logs into the measurements (and runs) tables.
 
@@ -70,7 +73,9 @@ def parse(
     else:
         sink = table_writer(output, MEASUREMENTS_SCHEMA, fmt)
     with sink as write:
-        result, failures = parse_inputs(inputs, quiet, on_batch=write, filters=filters)
+        result, failures = parse_inputs(
+            inputs, quiet, on_batch=write, filters=filters, jobs=jobs
+        )
     if runs_output is not None:
         write_table(result.runs, runs_output, fmt)
     exit_on(failures)
@@ -94,6 +99,7 @@ def parse(
     "--format", "fmt", type=TABLE_FORMAT, help="Output format (default: by extension)."
 )
 @FILTERS
+@JOBS
 @QUIET
 @hardware_options
 def analyze(
@@ -104,6 +110,7 @@ def analyze(
     quiet: bool,
     hardware: HardwareOptions,
     filters: Filters,
+    jobs: int,
 ) -> None:
     """Recompute bandwidths, ideal, efficiency, fits and gap attribution for INPUTS.
 
@@ -114,7 +121,7 @@ def analyze(
     from ncclparse.points import ANALYZE_LIMITS
     from ncclparse.storage import write_table, write_to
 
-    result, failures = parse_points(inputs, quiet, ANALYZE_LIMITS, filters)
+    result, failures = parse_points(inputs, quiet, ANALYZE_LIMITS, filters, jobs)
     analysis = run_analysis(result.measurements, hardware, result.runs)
     for assumption in analysis.assumptions:
         click.echo(f"Assumed: {assumption}", err=True)

@@ -332,6 +332,21 @@ class Collector:
         for batch in table.to_batches():
             self._hand_on(batch)
 
+    def add_parsed(
+        self,
+        measurements: list[pa.RecordBatch],
+        runs: list[pa.RecordBatch],
+        accounting: dict[str, Counter[str]],
+    ) -> None:
+        """Append what another Collector gathered (a worker's: ncclparse.workers),
+        after everything added so far."""
+        self.flush()
+        for batch in measurements:
+            self._hand_on(batch)
+        self._flush_runs()
+        self.run_batches.extend(runs)
+        self.accounting.update(accounting)
+
     def _hand_on(self, batch: pa.RecordBatch) -> None:
         if self.on_batch is not None:
             self.on_batch(batch)

@@ -1,0 +1,273 @@
+"""Parsing many files in worker processes gives what one process gives.
+
+``parse_many(jobs=N)`` (``--jobs``) sends chunks of small files to forked workers
+and merges their tables in input order (ncclparse.workers). Every test here compares
+a parse in workers with the parse in one process: the tables row by row, the
+accounting (in its order) and the failures; and checks that the workers did the
+work (a pool that parsed nothing would pass the comparison), that a worker's death,
+a chunk with too many rows and a bug each end as they would in one process.
+"""
+
+from __future__ import annotations
+
+import gzip
+import io
+import os
+import pickle
+import select
+import subprocess
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner
+
+import ncclparse
+from ncclparse import api, parsers, workers
+from ncclparse.cli.app import cli
+from ncclparse.errors import InputError, UnknownLogFormatError
+from ncclparse.progress import Progress
+from tests.conftest import FIXTURES
+from tests.test_scanner import LOGS, _nan_free
+
+if "fork" not in __import__("multiprocessing").get_all_start_methods():
+    pytest.skip("no fork on this platform: everything is parsed in one process",
+                allow_module_level=True)  # fmt: skip
+
+NCCL_LOGS = sorted((FIXTURES / "nccl").glob("*.log"))
+
+
+@pytest.fixture
+def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers for a handful of small files, a few files a chunk."""
+    monkeypatch.setattr(workers, "MIN_BYTES", 0)
+    monkeypatch.setattr(workers, "CHUNK_FILES", 5)
+
+
+@pytest.fixture
+def merges(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The number of files of each chunk merged from a worker."""
+    counted: list[int] = []
+    merged_into = workers.merged_into
+
+    def counting(*args: Any) -> Callable[[workers.Parsed], None]:
+        merge = merged_into(*args)
+
+        def each(parsed: workers.Parsed) -> None:
+            counted.append(len(parsed.accounting) + len(parsed.failures))
+            merge(parsed)
+
+        return each
+
+    monkeypatch.setattr(workers, "merged_into", counting)
+    return counted
+
+
+def _everything(result: ncclparse.ParseResult) -> tuple[Any, ...]:
+    return (
+        _nan_free(result.measurements.to_pylist()),
+        _nan_free(result.runs.to_pylist()),
+        list(result.accounting.items()),
+        [
+            (type(f).__name__, str(f), getattr(f, "source", None))
+            for f in result.failures
+        ],
+    )
+
+
+def _sources(tmp_path: Path) -> list[Any]:
+    """Every real log, with what stays in the parent and what fails put between."""
+    empty = tmp_path / "empty.log"
+    empty.write_text("")
+    packed = tmp_path / "packed.log.gz"
+    packed.write_bytes(gzip.compress(NCCL_LOGS[0].read_bytes()))
+    text = NCCL_LOGS[1].read_text(errors="replace")
+    sources: list[Any] = list(LOGS)
+    sources[3:3] = [(io.StringIO(text, newline=""), "from a stream"), tmp_path / "gone"]
+    sources[10:10] = [empty, tmp_path, packed, text]
+    sources.append((io.BytesIO(NCCL_LOGS[2].read_bytes()), "bytes"))
+    sources.append(str(NCCL_LOGS[3]))
+    return sources
+
+
+def test_every_log_in_workers_as_in_one_process(
+    tmp_path: Path, small_chunks: None, merges: list[int]
+) -> None:
+    one = _everything(api.parse_many(_sources(tmp_path)))
+    many = _everything(api.parse_many(_sources(tmp_path), jobs=3))
+    assert many == one
+    assert len(merges) > 10  # the workers parsed most files
+    assert sum(merges) > len(LOGS) * 0.9
+    assert ("UnknownLogFormatError", f"{tmp_path / 'empty.log'}: empty input: no "
+            "benchmark output to parse", str(tmp_path / "empty.log")) in one[3]  # fmt: skip
+
+
+def test_batches_stream_to_on_batch_in_order(
+    tmp_path: Path, small_chunks: None
+) -> None:
+    batches: list[Any] = []
+    result = api.parse_many(LOGS, on_batch=batches.append, jobs=2)
+    assert result.measurements.num_rows == 0
+    rows = [r for b in batches for r in b.to_pylist()]
+    assert _nan_free(rows) == _nan_free(api.parse_many(LOGS).measurements.to_pylist())
+
+
+def _dying_chunk(items: list[tuple[str, str | None]]) -> workers.Parsed:
+    """A worker that dies (killed, out of memory) on its third chunk."""
+    if any(Path(path).name == NCCL_LOGS[12].name for path, _ in items):
+        os._exit(9)
+    return _parse_chunk(items)
+
+
+_parse_chunk = workers._parse_chunk
+
+
+def test_a_dead_worker_loses_nothing(
+    monkeypatch: pytest.MonkeyPatch, small_chunks: None
+) -> None:
+    monkeypatch.setattr(workers, "_parse_chunk", _dying_chunk)
+    assert _everything(api.parse_many(NCCL_LOGS, jobs=2)) == _everything(
+        api.parse_many(NCCL_LOGS)
+    )
+
+
+def test_a_chunk_with_too_many_rows_is_parsed_here(
+    monkeypatch: pytest.MonkeyPatch, small_chunks: None, merges: list[int]
+) -> None:
+    monkeypatch.setattr(workers, "CHUNK_ROWS", 40)
+    assert _everything(api.parse_many(NCCL_LOGS, jobs=2)) == _everything(
+        api.parse_many(NCCL_LOGS)
+    )
+    rows = [ncclparse.parse(p).measurements.num_rows for p in NCCL_LOGS]
+    chunks = [rows[i : i + 5] for i in range(0, len(rows), 5)]
+    assert len(merges) == sum(sum(c) <= 40 for c in chunks)
+    assert 0 < len(merges) < len(chunks)
+
+
+def test_a_bug_raises_here_with_its_traceback(
+    monkeypatch: pytest.MonkeyPatch, small_chunks: None
+) -> None:
+    parse_lines = parsers.parse_lines
+
+    def buggy(handle: Any, source: str, emit: Any) -> Any:
+        if source.endswith(NCCL_LOGS[7].name):
+            raise ZeroDivisionError("a bug")
+        return parse_lines(handle, source, emit)
+
+    monkeypatch.setattr(api, "parse_lines", buggy)
+    with pytest.raises(ZeroDivisionError, match="a bug") as raised:
+        api.parse_many(NCCL_LOGS, jobs=2)
+    assert raised.traceback[-1].name == "buggy"  # raised here, not re-raised
+
+
+def test_every_file_is_reported_to_progress(tmp_path: Path, small_chunks: None) -> None:
+    sources = [(s, str(s)) if isinstance(s, Path) else s for s in _sources(tmp_path)]
+    sources = [s if isinstance(s, tuple) else (s, "text") for s in sources]
+    line = Progress(len(sources), io.StringIO())
+    api._parse_many(sources, None, 2, line)
+    assert line.line() == f"[{len(sources)}/{len(sources)} files] " + line.line(
+    ).split("] ", 1)[1]  # fmt: skip
+    assert line._done == len(sources)
+
+
+def test_jobs_must_be_a_count() -> None:
+    with pytest.raises(ValueError, match="jobs must be 1 or more, not 0"):
+        api.parse_many([], jobs=0)
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        UnknownLogFormatError("a.log", "hello", 3),
+        UnknownLogFormatError("b.log", None),
+        InputError("s3://b/k: cannot read: denied", source="s3://b/k"),
+    ],
+    ids=repr,
+)
+def test_failures_cross_from_a_worker_whole(error: Exception) -> None:
+    back = pickle.loads(pickle.dumps(error))
+    assert (type(back), str(back), vars(back)) == (type(error), str(error), vars(error))
+
+
+def test_nothing_printed_before_is_printed_again(tmp_path: Path) -> None:
+    """A forked worker does not write out its copy of the parent's buffered text."""
+    script = (
+        "import sys, ncclparse\n"
+        "from ncclparse import workers\n"
+        "workers.MIN_BYTES = 0\n"
+        "sys.stdout.write('said once\\n')\n"
+        "result = ncclparse.parse_many(sys.argv[1:], jobs=2)\n"
+        "print(len(result.runs))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, *map(str, NCCL_LOGS[:6])],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert done.stdout.splitlines()[0] == "said once"
+    assert done.stdout.count("said once") == 1
+
+
+def _csv(args: list[str]) -> str:
+    done = CliRunner().invoke(cli, ["parse", "-q", *args])
+    assert done.exit_code == 0, done.output
+    return done.stdout
+
+
+def test_cli_jobs(small_chunks: None) -> None:
+    directory = str(FIXTURES / "nccl")
+    assert _csv(["-j", "2", directory]) == _csv(["--jobs", "1", directory])
+    assert _csv([directory]) == _csv(["-j", "1", directory])  # auto
+
+
+@pytest.mark.parametrize("value", ["0", "-1", "two", ""])
+def test_cli_jobs_refused(value: str) -> None:
+    done = CliRunner().invoke(cli, ["parse", "-j", value, str(NCCL_LOGS[0])])
+    assert done.exit_code == 2
+    assert f"Invalid value for '-j' / '--jobs': {value!r} is not a count from 1 on, " \
+        "nor 'auto'" in done.output  # fmt: skip
+
+
+def test_auto_jobs_follow_the_cpus_this_process_may_use(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from ncclparse.cli import options
+
+    monkeypatch.setattr(workers, "available_cpus", lambda: 3)
+    assert options._jobs(None, None, "auto") == 3
+    monkeypatch.setattr(workers, "available_cpus", lambda: 64)
+    assert options._jobs(None, None, "auto") == options.AUTO_JOBS
+
+
+def test_workers_end_with_their_killed_parent(tmp_path: Path) -> None:
+    """A parent killed outright (SIGKILL: no cleanup) leaves no worker behind, nor
+    the pipes they hold open (a CI step reading them would hang)."""
+    script = (
+        "import os, sys, time\n"
+        "from ncclparse import api, workers\n"
+        "workers.MIN_BYTES = 0\n"
+        "def slow(items):\n"
+        "    print(os.getpid(), flush=True)\n"
+        "    time.sleep(600)\n"
+        "workers._parse_chunk = slow\n"
+        "api.parse_many(sys.argv[1:], jobs=2)\n"
+    )
+    parent = subprocess.Popen(
+        [sys.executable, "-c", script, *map(str, NCCL_LOGS[:8])],
+        stdout=subprocess.PIPE,
+    )
+    assert parent.stdout is not None
+    with parent.stdout as pipe:
+        said = pipe.readline()
+        parent.kill()
+        parent.wait()
+        # The pipe ends once every process holding it has ended: the workers too
+        # (within a minute; they look for their parent twice a second).
+        while ready := select.select([pipe], [], [], 60)[0]:
+            if not os.read(pipe.fileno(), 1 << 16):
+                break
+    assert said.strip().isdigit()
+    assert ready, "a worker outlived its killed parent"
