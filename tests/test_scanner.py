@@ -578,3 +578,32 @@ def test_a_head_ending_with_a_lone_cr_is_read_as_text_is(
     assert fast == slow
     with reading(scanner):
         assert outcome(text.encode()) == outcome(text)
+
+
+def test_the_reader_thread_only_for_files_with_blocks_left(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A file read whole for detection (most logs) is scanned without a thread;
+    one with more than a block left is read ahead by one, with the same result."""
+    _native()
+    threads: list[int] = []
+    ahead = _lines._ahead
+
+    def counted(items: Any) -> Any:
+        threads.append(1)
+        return ahead(items)
+
+    monkeypatch.setattr(_lines, "_ahead", counted)
+    seed = (EXAMPLES / "all_reduce_16rank_2node_h100.log").read_text()
+    small, large = tmp_path / "small.log", tmp_path / "large.log"
+    small.write_text(seed + CHATTER)
+    large.write_text(seed + CHATTER * (2 * _lines._CHUNK // len(CHATTER)))
+    ncclparse.parse(small)
+    assert threads == []
+    with reading(NATIVE):
+        fast = ncclparse.parse(large)
+    assert threads == [1]
+    with reading(None, per_line=True):
+        slow = ncclparse.parse(large)
+    assert _nan_free(fast.runs.to_pylist()) == _nan_free(slow.runs.to_pylist())
+    assert fast.measurements.equals(slow.measurements)

@@ -321,7 +321,18 @@ def _scanned(handle: IO[str], source: str, before: str) -> Iterator[ScanResult |
     binary = _binary_of(handle) if scan_native is _NATIVE_SCAN else None
     if binary is None:
         return _ahead(_scan_blocks(handle, source, before, scan_native))
-    return _ahead(_scan_binary(binary, source, before))
+    blocks = _scan_binary(binary, source, before)
+    # A file with at most one block left (most logs: all of it was in the head read
+    # for detection) is not worth a thread: starting one costs more than the block.
+    return blocks if _bytes_left(binary) <= _CHUNK else _ahead(blocks)
+
+
+def _bytes_left(binary: io.BufferedIOBase) -> int:
+    """How many bytes ``binary`` (a regular file) has after its position now."""
+    try:
+        return os.fstat(binary.fileno()).st_size - binary.tell()
+    except (OSError, ValueError):  # no descriptor (not a real file)
+        return _CHUNK + 1
 
 
 def _binary_of(handle: IO[str]) -> io.BufferedIOBase | None:
