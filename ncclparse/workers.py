@@ -12,8 +12,9 @@ is bounded too: a chunk whose rows pass CHUNK_ROWS (a compressed file may hold f
 more than its size says) is given up and parsed here. So is a chunk whose worker
 fails or dies: nothing is lost, and a bug raises here, with its traceback.
 
-Workers are forked, so they start with this process's imports; where fork is not
-available, or no worker can be started, everything is parsed here.
+Workers are forked, so they start with this process's imports (from a fork server
+when this process runs other threads); where neither is available, or no worker can
+be started, everything is parsed here.
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ import stat
 import sys
 import threading
 import time
+import warnings
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
@@ -175,8 +177,21 @@ def _sendable(source: Source) -> tuple[str, int] | None:
 
 
 def _pool(jobs: int) -> ProcessPoolExecutor | None:
-    """``jobs`` forked workers, or None where they cannot be had."""
-    if "fork" not in multiprocessing.get_all_start_methods():
+    """``jobs`` workers, or None where they cannot be had.
+
+    Forked from this process (they start with its imports, in milliseconds) when it
+    runs no other Python thread; else from a fork server, a fresh process that
+    imports ncclparse once: a lock another thread held at the fork (the import lock,
+    a stream's) would stay held in the child, which would then hang.
+    """
+    methods = multiprocessing.get_all_start_methods()
+    context: multiprocessing.context.BaseContext
+    if "fork" in methods and threading.active_count() == 1:
+        context = multiprocessing.get_context("fork")
+    elif "forkserver" in methods:
+        context = multiprocessing.get_context("forkserver")
+        context.set_forkserver_preload(["ncclparse.workers"])
+    else:
         return None
     # A forked child flushes its copy of what this process has buffered: flush first,
     # or that text would be written once more per worker.
@@ -184,16 +199,16 @@ def _pool(jobs: int) -> ProcessPoolExecutor | None:
         with contextlib.suppress(AttributeError, OSError, ValueError):
             stream.flush()
     try:
-        pool = ProcessPoolExecutor(
-            jobs,
-            mp_context=multiprocessing.get_context("fork"),
-            initializer=_worker_start,
-        )
+        pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker_start)
     except (OSError, NotImplementedError, ImportError):
         return None  # no semaphores (/dev/shm), no processes left, ...
     try:
-        # Start the workers now, before any thread of this process's parsing runs.
-        pool.submit(int).result()
+        with warnings.catch_warnings():
+            # Python 3.12+ warns of fork in a process with threads it cannot see
+            # (OpenBLAS's, Arrow's): those libraries prepare for fork themselves.
+            warnings.simplefilter("ignore", DeprecationWarning)
+            # Start the workers now, before any thread of this process's parsing runs.
+            pool.submit(int).result()
     except (OSError, BrokenProcessPool):
         pool.shutdown(wait=False, cancel_futures=True)
         return None

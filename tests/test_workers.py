@@ -271,3 +271,35 @@ def test_workers_end_with_their_killed_parent(tmp_path: Path) -> None:
                 break
     assert said.strip().isdigit()
     assert ready, "a worker outlived its killed parent"
+
+
+def test_a_process_with_threads_gets_its_workers_from_a_fork_server(
+    small_chunks: None, merges: list[int]
+) -> None:
+    """Forking a process that runs other threads may copy a lock one of them holds
+    into the child (a hang); then workers come from a fresh fork server."""
+    import threading
+
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait, name="the notebook's")
+    other.start()
+    try:
+        methods: list[str] = []
+        pool = workers._pool
+
+        def spy(jobs: int) -> Any:
+            made = pool(jobs)
+            assert made is not None
+            assert made._mp_context is not None
+            methods.append(made._mp_context.get_start_method())
+            return made
+
+        with pytest.MonkeyPatch.context() as patch:
+            patch.setattr(workers, "_pool", spy)
+            many = _everything(api.parse_many(NCCL_LOGS, jobs=2))
+    finally:
+        stop.set()
+        other.join()
+    assert methods == ["forkserver"]
+    assert many == _everything(api.parse_many(NCCL_LOGS))
+    assert len(merges) > 5
