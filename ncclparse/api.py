@@ -174,7 +174,7 @@ def _parse_many(
         from ncclparse import workers
 
         workers.parse_in_workers(
-            list(items), jobs, here, workers.merged_into(collector, failures), progress
+            items, jobs, here, workers.merged_into(collector, failures), progress
         )
     return _result(collector, tuple(failures))
 

@@ -29,7 +29,7 @@ import threading
 import time
 import warnings
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
@@ -46,6 +46,8 @@ __all__ = ["Parsed", "available_cpus", "merged_into", "parse_in_workers"]
 
 # Files up to this size go to workers (larger ones stream here, with flat memory).
 WORKER_BYTES = 16 << 20
+# Files looked at ahead (their paths), for chunks of an even size.
+WINDOW = 4096
 # Chunks of files a worker parses at a time: about this many per worker, each of
 # at most this many files and bytes.
 CHUNKS_PER_JOB = 4
@@ -80,7 +82,7 @@ def available_cpus() -> int:
 
 
 def parse_in_workers(
-    items: Sequence[Item],
+    items: Iterable[Item],
     jobs: int,
     here: Callable[[Source, str | None], None],
     merge: Callable[[Parsed], None],
@@ -89,41 +91,45 @@ def parse_in_workers(
     """Parse ``items`` in order: each by ``here`` (in this process), or in a chunk by
     a worker, whose :class:`Parsed` goes to ``merge`` in the chunk's place.
 
-    ``here`` parses one source into the caller's tables (and keeps its failure);
-    with fewer than two chunks' worth of files, every item goes to it. Each source
-    is reported to ``progress``: as it is read here, or when its chunk is merged.
+    ``items`` are taken as they come: a stream or log text is parsed before the next
+    item is asked for (a generator may close it then), and at most WINDOW files are
+    looked at ahead. ``here`` parses one source into the caller's tables (and keeps
+    its failure); it gets every item when there are too few files to share out. Each
+    source is reported to ``progress``: as it is read here, or when its chunk is
+    merged.
     """
-    plan = _plan(items, jobs)
-    chunks = sum(isinstance(step, _Chunk) for step in plan)
-    sent = sum(step.size for step in plan if isinstance(step, _Chunk))
-    pool = _pool(min(jobs, chunks)) if chunks > 1 and sent >= MIN_BYTES else None
     steps = _Steps(here, merge, progress)
-    if pool is None:
-        steps.here(items)
-        return
-    pending: deque[tuple[_Chunk | Item, Future[Parsed] | None]] = deque()
+    pool: ProcessPoolExecutor | None = None
+    tried = False
+    pending: deque[tuple[_Chunk, Future[Parsed] | None]] = deque()
     try:
-        for step in plan:
-            future = None
-            if isinstance(step, _Chunk):
-                # A dead worker breaks the pool: what is left is parsed here.
-                with contextlib.suppress(BrokenProcessPool):
-                    future = pool.submit(_parse_chunk, step.items)
-            pending.append((step, future))
-            # Results are merged in order; a few chunks ahead keep workers busy.
-            while pending and (
-                pending[0][1] is None or sum(f is not None for _, f in pending) > jobs
+        for files, other in _windows(items):
+            chunks = _chunks(files, jobs)
+            if (
+                not tried
+                and len(chunks) > 1
+                and sum(c.size for c in chunks) >= MIN_BYTES
             ):
-                steps.finish(*pending.popleft())
+                tried, pool = True, _pool(min(jobs, len(chunks)))
+            for chunk in chunks:
+                pending.append((chunk, _submit(pool, chunk)))
+                # Merged in order; a few chunks ahead keep the workers busy.
+                while len(pending) > jobs:
+                    steps.finish(*pending.popleft())
+            if other is not None:
+                while pending:
+                    steps.finish(*pending.popleft())
+                steps.here([other])
         while pending:
             steps.finish(*pending.popleft())
     finally:
-        pool.shutdown(wait=not pending, cancel_futures=True)
+        if pool is not None:
+            pool.shutdown(wait=not pending, cancel_futures=True)
 
 
 @dataclass(frozen=True)
 class _Chunk:
-    items: list[tuple[str, str | None]]
+    items: list[tuple[Path, str]]
     sizes: list[int]
 
     @property
@@ -131,38 +137,51 @@ class _Chunk:
         return sum(self.sizes)
 
 
-def _plan(items: Sequence[Item], jobs: int) -> list[_Chunk | Item]:
-    """``items`` in order, runs of files to send grouped in chunks: about CHUNKS_PER_JOB
-    a worker (each chunk costs a table build and a transfer; a few per worker keep
-    them evenly busy to the end), within CHUNK_FILES and CHUNK_BYTES."""
-    sendable = [_sendable(source) for source, _ in items]
-    files = sum(s is not None for s in sendable)
-    size = sum(s[1] for s in sendable if s is not None)
-    share = CHUNKS_PER_JOB * jobs
-    most_files = min(max(-(-files // share), 1), CHUNK_FILES)
-    most_bytes = min(max(-(-size // share), 1), CHUNK_BYTES)
-    plan: list[_Chunk | Item] = []
-    chunk = _Chunk([], [])
-    for (source, name), file in zip(items, sendable, strict=True):
+_File = tuple[Path, str, int]  # a file a worker may parse: path, name, size
+
+
+def _windows(items: Iterable[Item]) -> Iterator[tuple[list[_File], Item | None]]:
+    """``items`` in order as (files a worker may parse, the item after them that it
+    may not, if any): at most WINDOW files at a time."""
+    files: list[_File] = []
+    for source, name in items:
+        file = _sendable(source, name)
         if file is None:
-            if chunk.items:
-                plan.append(chunk)
-                chunk = _Chunk([], [])
-            plan.append((source, name))
+            yield files, (source, name)
+            files = []
             continue
-        chunk.items.append((file[0], name))
-        chunk.sizes.append(file[1])
+        files.append(file)
+        if len(files) >= WINDOW:
+            yield files, None
+            files = []
+    if files:
+        yield files, None
+
+
+def _chunks(files: list[_File], jobs: int) -> list[_Chunk]:
+    """``files`` in chunks of consecutive files: about CHUNKS_PER_JOB a worker (each
+    chunk costs a table build and a transfer; a few per worker keep them evenly busy
+    to the end), within CHUNK_FILES and CHUNK_BYTES."""
+    share = CHUNKS_PER_JOB * jobs
+    most_files = min(max(-(-len(files) // share), 1), CHUNK_FILES)
+    most_bytes = min(max(-(-sum(f[2] for f in files) // share), 1), CHUNK_BYTES)
+    chunks: list[_Chunk] = []
+    chunk = _Chunk([], [])
+    for path, name, size in files:
+        chunk.items.append((path, name))
+        chunk.sizes.append(size)
         if len(chunk.items) >= most_files or chunk.size >= most_bytes:
-            plan.append(chunk)
+            chunks.append(chunk)
             chunk = _Chunk([], [])
     if chunk.items:
-        plan.append(chunk)
-    return plan
+        chunks.append(chunk)
+    return chunks
 
 
-def _sendable(source: Source) -> tuple[str, int] | None:
-    """The path and size of the file ``source`` names if a worker may parse it,
-    else None."""
+def _sendable(source: Source, name: str | None) -> _File | None:
+    """The file ``source`` names as a worker gets it, if one may parse it (a regular
+    file up to WORKER_BYTES), else None. The name is the one a parse here shows: the
+    path as given (a str path is no log text for the worker: it is sent as a Path)."""
     if isinstance(source, str) and (not source or "\n" in source):
         return None  # log text
     if not isinstance(source, (str, Path)):
@@ -173,7 +192,18 @@ def _sendable(source: Source) -> tuple[str, int] | None:
         return None  # the parser here names the error
     if not stat.S_ISREG(status.st_mode) or status.st_size > WORKER_BYTES:
         return None
-    return os.fspath(source), status.st_size
+    return Path(source), str(source) if name is None else name, status.st_size
+
+
+def _submit(pool: ProcessPoolExecutor | None, chunk: _Chunk) -> Future[Parsed] | None:
+    """``chunk`` given to a worker, or None: no pool, or one that cannot take it (a
+    worker died, which breaks the pool; the interpreter is shutting down)."""
+    if pool is None:
+        return None
+    try:
+        return pool.submit(_parse_chunk, chunk.items)
+    except (BrokenProcessPool, RuntimeError):
+        return None
 
 
 def _pool(jobs: int) -> ProcessPoolExecutor | None:
@@ -200,8 +230,8 @@ def _pool(jobs: int) -> ProcessPoolExecutor | None:
             stream.flush()
     try:
         pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker_start)
-    except (OSError, NotImplementedError, ImportError):
-        return None  # no semaphores (/dev/shm), no processes left, ...
+    except Exception:  # no semaphores (/dev/shm), a daemonic process (no children)
+        return None
     try:
         with warnings.catch_warnings():
             # Python 3.12+ warns of fork in a process with threads it cannot see
@@ -209,7 +239,7 @@ def _pool(jobs: int) -> ProcessPoolExecutor | None:
             warnings.simplefilter("ignore", DeprecationWarning)
             # Start the workers now, before any thread of this process's parsing runs.
             pool.submit(int).result()
-    except (OSError, BrokenProcessPool):
+    except Exception:  # no processes left, the interpreter shutting down, ...
         pool.shutdown(wait=False, cancel_futures=True)
         return None
     return pool
@@ -250,22 +280,21 @@ class _Steps:
         for source, name in items if progress is None else tracked(items, progress):
             self._here(source, name)
 
-    def finish(self, step: _Chunk | Item, future: Future[Parsed] | None) -> None:
-        if not isinstance(step, _Chunk):
-            self.here([step])
-            return
+    def finish(self, chunk: _Chunk, future: Future[Parsed] | None) -> None:
+        """Merge what the worker gave for ``chunk``, or (none, or it failed) parse
+        the chunk here."""
         if future is None:
-            self.here(step.items)
+            self.here(chunk.items)
             return
         try:
             parsed = future.result()
         except Exception:  # the worker's trouble (any): the chunk is parsed here
-            self.here(step.items)
+            self.here(chunk.items)
             return
         self._merge(parsed)
         if self.progress is not None:
-            for (path, name), size in zip(step.items, step.sizes, strict=True):
-                self.progress.start(name or path, size)
+            for (_, name), size in zip(chunk.items, chunk.sizes, strict=True):
+                self.progress.start(name, size)
                 self.progress.read(size)
                 self.progress.done()
 
@@ -274,7 +303,7 @@ class _TooManyRows(Exception):
     """A chunk passed CHUNK_ROWS rows: it is parsed by the caller instead."""
 
 
-def _parse_chunk(items: list[tuple[str, str | None]]) -> Parsed:
+def _parse_chunk(items: list[tuple[Path, str]]) -> Parsed:
     """In a worker: parse ``items`` as ``parse_many`` would."""
     measurements: list[pa.RecordBatch] = []
     rows = 0

@@ -114,9 +114,9 @@ def test_batches_stream_to_on_batch_in_order(
     assert _nan_free(rows) == _nan_free(api.parse_many(LOGS).measurements.to_pylist())
 
 
-def _dying_chunk(items: list[tuple[str, str | None]]) -> workers.Parsed:
+def _dying_chunk(items: list[tuple[Path, str]]) -> workers.Parsed:
     """A worker that dies (killed, out of memory) on its third chunk."""
-    if any(Path(path).name == NCCL_LOGS[12].name for path, _ in items):
+    if any(path.name == NCCL_LOGS[12].name for path, _ in items):
         os._exit(9)
     return _parse_chunk(items)
 
@@ -303,3 +303,78 @@ def test_a_process_with_threads_gets_its_workers_from_a_fork_server(
     assert methods == ["forkserver"]
     assert many == _everything(api.parse_many(NCCL_LOGS))
     assert len(merges) > 5
+
+
+def test_odd_paths_show_as_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, small_chunks: None
+) -> None:
+    """A Path whose name holds a newline is a file in a worker too (a str holding
+    one is log text, in one process as in workers); a path shows as given (``./a``,
+    ``a//b``), as in one process."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "d").mkdir()
+    sources: list[Any] = []
+    for i, log in enumerate(NCCL_LOGS[:8]):
+        odd = tmp_path / f"log{i}\nx.log"
+        odd.write_bytes(log.read_bytes())
+        sources.append(odd if i % 4 else str(odd))
+    (tmp_path / "d" / "a.log").write_bytes(NCCL_LOGS[8].read_bytes())
+    sources += ["./d/a.log", "d//a.log", Path("d/../d/a.log"), ("d/a.log", None)]
+    one = _everything(api.parse_many(sources))
+    assert [name for name, _ in one[2]][:3] == [
+        str(tmp_path / f"log{i}\nx.log") for i in (1, 2, 3)
+    ]
+    assert [f[2] for f in one[3]] == ["<string>"] * 2  # each str: log text, no log
+    assert _everything(api.parse_many(sources, jobs=2)) == one
+    assert [name for name, _ in one[2]][-4:] == [
+        "./d/a.log", "d//a.log", "d/../d/a.log", "d/a.log"
+    ]  # fmt: skip
+
+
+def test_sources_are_taken_as_they_come(small_chunks: None, merges: list[int]) -> None:
+    """A stream is parsed before the next source is asked for: a generator that
+    opens each file and closes it when resumed works as with one process."""
+    asked: list[int] = []
+
+    def sources() -> Any:
+        for i, path in enumerate(NCCL_LOGS):
+            asked.append(i)
+            if i % 7 == 3:
+                with path.open("rb") as handle:
+                    yield handle, path.name
+            else:
+                yield path
+
+    one = _everything(api.parse_many(sources()))
+    asked.clear()
+    assert _everything(api.parse_many(sources(), jobs=2)) == one
+    assert asked == list(range(len(NCCL_LOGS)))
+    assert len(merges) > 5
+
+
+def _in_a_daemon(paths: list[Path]) -> int:
+    return int(api.parse_many(paths, jobs=2).runs.num_rows)
+
+
+def test_where_no_worker_can_start_everything_is_parsed_here() -> None:
+    """A daemonic process (a multiprocessing pool's worker) may have no children;
+    nor may a process shutting down (atexit): all is parsed in the process."""
+    import multiprocessing
+
+    with multiprocessing.get_context("fork").Pool(1) as daemons:
+        runs = daemons.apply(_in_a_daemon, (NCCL_LOGS,))
+    assert runs == api.parse_many(NCCL_LOGS).runs.num_rows
+    script = (
+        "import atexit, sys\n"
+        "from ncclparse import api, workers\n"
+        "workers.MIN_BYTES = 0\n"
+        "atexit.register(lambda: print(api.parse_many(sys.argv[1:], jobs=2).runs"
+        ".num_rows))\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, *map(str, NCCL_LOGS)],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert (done.stdout, done.stderr) == (f"{runs}\n", "")
