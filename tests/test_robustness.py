@@ -808,3 +808,28 @@ def test_hostile_json_members(data: bytes) -> None:
     for row in result.measurements.to_pylist():
         assert row["time_us"] >= 0
         assert math.isfinite(row["time_us"])
+
+
+def test_a_file_name_that_is_not_utf8_is_shown_with_a_replacement_character(
+    tmp_path: Path,
+) -> None:
+    """Regression: the bytes of such a name (lone surrogates in Python) crashed the
+    table build with a traceback; a caller's name with a lone surrogate too."""
+    log = Path(__file__).parent.parent / "examples" / "all_reduce_16rank_2node_h100.log"
+    odd = tmp_path / os.fsdecode(b"night\xff.log")
+    odd.write_bytes(log.read_bytes())
+    result = ncclparse.parse_many([odd, (io.StringIO(log.read_text()), "x\ud800y")])
+    assert result.runs.column("source").to_pylist() == [
+        str(tmp_path / "night\ufffd.log"),
+        "x?y",
+    ]
+    done = subprocess.run(
+        [sys.executable, "-m", "ncclparse", "parse", str(tmp_path), "-o",
+         str(tmp_path / "out.parquet")],
+        capture_output=True,
+        check=False,
+    )  # fmt: skip
+    assert done.returncode == 0
+    assert "night\ufffd.log: nccl-tests, 1 run (1 complete), 62 rows" in (
+        done.stderr.decode()
+    )

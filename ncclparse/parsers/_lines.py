@@ -588,6 +588,19 @@ def _is_text(stream: IO[str] | IO[bytes]) -> bool:
     return isinstance(mode, str) and "b" not in mode
 
 
+def _shown(name: str) -> str:
+    """``name`` as a table can hold it (UTF-8): the bytes of a file name that are not
+    UTF-8, which Python keeps as lone surrogates, are shown as U+FFFD."""
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        try:
+            return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+        except UnicodeEncodeError:  # a lone surrogate no file name decodes to
+            return name.encode("utf-8", "replace").decode("utf-8")
+    return name
+
+
 def open_source(source: Source, name: str | None = None) -> tuple[str, IO[str], bool]:
     """Return (display name, text stream, whether the caller must close it).
 
@@ -601,7 +614,7 @@ def open_source(source: Source, name: str | None = None) -> tuple[str, IO[str], 
         isinstance(source, str) and source and "\n" not in source
     ):
         path = Path(source)
-        display = name or str(source)
+        display = _shown(name or str(source))
         if path.is_dir():
             raise InputError(f"{display}: is a directory, not a log file")
         try:
@@ -616,15 +629,18 @@ def open_source(source: Source, name: str | None = None) -> tuple[str, IO[str], 
             binary.close()
             raise
     if isinstance(source, str):
-        return name or "<string>", io.StringIO(source, newline=""), True
+        return _shown(name or "<string>"), io.StringIO(source, newline=""), True
     display = name or getattr(source, "name", None) or "<stream>"
-    if isinstance(display, int):
+    if isinstance(display, int):  # a file opened from its descriptor
         display = "<stream>"
+    elif isinstance(display, bytes):  # a file opened by a bytes path
+        display = os.fsdecode(display)
+    display = _shown(str(display))
     if _is_text(source):
-        return str(display), cast("IO[str]", source), False
+        return display, cast("IO[str]", source), False
     # Not text: a binary stream (the Source union cannot say which member it is).
-    stream = decompressed(cast("IO[bytes]", source), str(display), owned=False)
-    return str(display), _text(stream), False
+    stream = decompressed(cast("IO[bytes]", source), display, owned=False)
+    return display, _text(stream), False
 
 
 def _text(binary: IO[bytes]) -> IO[str]:
