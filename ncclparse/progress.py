@@ -169,7 +169,7 @@ def _shown_name(source: Source, name: str | None) -> str:
     """The name of ``source`` on the line: ``name``, else its path, else a stand-in."""
     if name is not None:
         return name
-    if isinstance(source, (str, Path)) and "\n" not in str(source):
+    if isinstance(source, Path) or (isinstance(source, str) and "\n" not in source):
         return str(source)
     return "<log text>" if isinstance(source, str) else "<stream>"
 

@@ -268,3 +268,19 @@ def test_tracked_sources_parse_to_the_same_tables(three_logs: Path) -> None:
     assert "\r[4/6 files] -: 4.57 KiB read" in terminal.getvalue()
     assert "\r[5/6 files] text: 0 B read" in terminal.getvalue()  # text: not counted
     assert "\r[6/6 files] 10.4 KiB read" in terminal.getvalue()
+
+
+@pytest.mark.parametrize(
+    ("source", "shown"),
+    [
+        (Path("logs/a\nb.log"), "logs/a?b.log"),  # a Path is a path, newline or not
+        ("logs/a.log", "logs/a.log"),
+        ("line one\nline two\n", "<log text>"),
+        (io.BytesIO(b""), "<stream>"),
+    ],
+    ids=["path", "str path", "text", "stream"],
+)
+def test_an_unnamed_source_on_the_line(source: Source, shown: str) -> None:
+    line = Progress(1, Terminal(), clock=itertools.count().__next__, delay=0)
+    for _ in tracked([(source, None)], line):
+        assert line.line().startswith(f"[0/1 files] {shown}")
