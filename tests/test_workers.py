@@ -211,8 +211,8 @@ def test_nothing_printed_before_is_printed_again(tmp_path: Path) -> None:
     assert done.stdout.count("said once") == 1
 
 
-def _csv(args: list[str]) -> str:
-    done = CliRunner().invoke(cli, ["parse", "-q", *args])
+def _csv(args: list[str], command: str = "parse") -> str:
+    done = CliRunner().invoke(cli, [command, "-q", *args])
     assert done.exit_code == 0, done.output
     return done.stdout
 
@@ -221,6 +221,10 @@ def test_cli_jobs(small_chunks: None) -> None:
     directory = str(FIXTURES / "nccl")
     assert _csv(["-j", "2", directory]) == _csv(["--jobs", "1", directory])
     assert _csv([directory]) == _csv(["-j", "1", directory])  # auto
+    intel = [str(FIXTURES / "oneccl"), str(FIXTURES / "imb")]
+    analyzed = _csv(["-j", "1", *intel], "analyze")
+    assert analyzed.count("\n") > 500
+    assert _csv(["-j", "3", *intel], "analyze") == analyzed
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "two", ""])
