@@ -2,18 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 import html
-import io
-import itertools
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import pyarrow as pa
 
-from ncclparse.errors import InputError, NcclParseError
-from ncclparse.parsers import Collector, Source, SpillError, open_source, parse_lines
+from ncclparse.errors import NcclParseError
+from ncclparse.parsers import Collector, Source, parse_source
 from ncclparse.progress import Progress, tracked
 
 
@@ -125,7 +122,7 @@ def parse(source: Source, *, name: str | None = None) -> ParseResult:
     parser recognises.
     """
     collector = Collector()
-    _parse_into(collector, source, name)
+    parse_source(collector, source, name)
     return _result(collector, ())
 
 
@@ -162,7 +159,7 @@ def _parse_many(
 
     def here(source: Source, name: str | None) -> None:
         try:
-            _parse_into(collector, source, name)
+            parse_source(collector, source, name)
         except NcclParseError as exc:
             failures.append(exc)
 
@@ -177,31 +174,6 @@ def _parse_many(
             items, jobs, here, workers.merged_into(collector, failures), progress
         )
     return _result(collector, tuple(failures))
-
-
-def _parse_into(collector: Collector, source: Source, name: str | None) -> None:
-    display, handle, owned = open_source(source, name)
-    numbers = itertools.count()
-    try:
-        accounting = parse_lines(
-            handle, display, lambda run: collector.add_run(display, next(numbers), run)
-        )
-    except SpillError as exc:
-        raise InputError(f"{display}: {exc.strerror}") from exc
-    except OSError as exc:  # EIO, a vanished network file system, ...
-        raise InputError(
-            f"{display}: read failed: {exc.strerror or exc} (only runs this input "
-            "completed before the failure, if any, are kept)"
-        ) from exc
-    finally:
-        if owned:
-            handle.close()
-        elif handle is not source and isinstance(handle, io.TextIOWrapper):
-            # Our text wrapper over the caller's binary stream: let go of it without
-            # closing it (collected, the wrapper would close the caller's file).
-            with contextlib.suppress(ValueError):
-                handle.detach()
-    collector.accounting[display] = accounting
 
 
 def _result(collector: Collector, failures: tuple[NcclParseError, ...]) -> ParseResult:

@@ -37,9 +37,8 @@ from pathlib import Path
 
 import pyarrow as pa
 
-from ncclparse import api
 from ncclparse.errors import NcclParseError
-from ncclparse.parsers import Collector, Source
+from ncclparse.parsers import Collector, Source, parse_source
 from ncclparse.progress import Progress, tracked
 
 __all__ = ["Parsed", "available_cpus", "merged_into", "parse_in_workers"]
@@ -319,7 +318,7 @@ def _parse_chunk(items: list[tuple[Path, str]]) -> Parsed:
     failures: list[NcclParseError] = []
     for path, name in items:
         try:
-            api._parse_into(collector, path, name)
+            parse_source(collector, path, name)
         except NcclParseError as exc:
             failures.append(exc)
     collector.flush()

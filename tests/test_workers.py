@@ -156,7 +156,7 @@ def test_a_bug_raises_here_with_its_traceback(
             raise ZeroDivisionError("a bug")
         return parse_lines(handle, source, emit)
 
-    monkeypatch.setattr(api, "parse_lines", buggy)
+    monkeypatch.setattr(parsers, "parse_lines", buggy)
     with pytest.raises(ZeroDivisionError, match="a bug") as raised:
         api.parse_many(NCCL_LOGS, jobs=2)
     assert raised.traceback[-1].name == "buggy"  # raised here, not re-raised

@@ -6,17 +6,20 @@ look like my format? ``head`` is the first lines of the input) and
 memory, hands each run to ``emit`` once it is final (in source order) and returns the
 line accounting. Nothing outside this package imports its private modules: what the
 rest of ncclparse needs (:data:`Source`, :func:`open_source`, :class:`Collector`,
-:data:`LINE_KINDS`, :func:`numbered`) is re-exported here.
+:data:`LINE_KINDS`, :func:`numbered`) is re-exported here, with :func:`parse_source`,
+which parses one source into a Collector.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import itertools
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from typing import IO, Protocol, cast
 
-from ncclparse.errors import UnknownLogFormatError
+from ncclparse.errors import InputError, UnknownLogFormatError
 
 from . import imb, nccl_tests, nccl_tests_json, oneccl, oneccl_csv
 from ._lines import (
@@ -46,6 +49,7 @@ __all__ = [
     "numbered",
     "open_source",
     "parse_lines",
+    "parse_source",
 ]
 
 # How far into an input detection looks: NCCL_DEBUG=INFO start-up chatter of many
@@ -113,3 +117,34 @@ def parse_lines(
     if first is None:
         raise UnknownLogFormatError(source, None)
     raise UnknownLogFormatError(source, first[1].strip(), first[0])
+
+
+def parse_source(collector: Collector, source: Source, name: str | None) -> None:
+    """Parse one source (as :func:`open_source` takes it, shown as ``name`` if given)
+    into ``collector``: its runs, and its line accounting.
+
+    Raises InputError when it cannot be opened or read (the runs it completed before
+    a read failed are kept) and UnknownLogFormatError when no parser recognises it.
+    """
+    display, handle, owned = open_source(source, name)
+    numbers = itertools.count()
+    try:
+        accounting = parse_lines(
+            handle, display, lambda run: collector.add_run(display, next(numbers), run)
+        )
+    except SpillError as exc:
+        raise InputError(f"{display}: {exc.strerror}") from exc
+    except OSError as exc:  # EIO, a vanished network file system, ...
+        raise InputError(
+            f"{display}: read failed: {exc.strerror or exc} (only runs this input "
+            "completed before the failure, if any, are kept)"
+        ) from exc
+    finally:
+        if owned:
+            handle.close()
+        elif handle is not source and isinstance(handle, io.TextIOWrapper):
+            # Our text wrapper over the caller's binary stream: let go of it without
+            # closing it (collected, the wrapper would close the caller's file).
+            with contextlib.suppress(ValueError):
+                handle.detach()
+    collector.accounting[display] = accounting
