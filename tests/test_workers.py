@@ -17,6 +17,7 @@ import pickle
 import select
 import subprocess
 import sys
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -44,6 +45,14 @@ def small_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
     """Workers for a handful of small files, a few files a chunk."""
     monkeypatch.setattr(workers, "MIN_BYTES", 0)
     monkeypatch.setattr(workers, "CHUNK_FILES", 5)
+
+
+@pytest.fixture
+def forked(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Workers forked from this process, so that they see what a test patched here,
+    even when an earlier test left a thread behind (a FIFO's opener blocked for
+    ever): that would get them from a fork server instead."""
+    monkeypatch.setattr(threading, "active_count", lambda: 1)
 
 
 @pytest.fixture
@@ -125,7 +134,7 @@ _parse_chunk = workers._parse_chunk
 
 
 def test_a_dead_worker_loses_nothing(
-    monkeypatch: pytest.MonkeyPatch, small_chunks: None
+    monkeypatch: pytest.MonkeyPatch, small_chunks: None, forked: None
 ) -> None:
     monkeypatch.setattr(workers, "_parse_chunk", _dying_chunk)
     assert _everything(api.parse_many(NCCL_LOGS, jobs=2)) == _everything(
@@ -134,7 +143,7 @@ def test_a_dead_worker_loses_nothing(
 
 
 def test_a_chunk_with_too_many_rows_is_parsed_here(
-    monkeypatch: pytest.MonkeyPatch, small_chunks: None, merges: list[int]
+    monkeypatch: pytest.MonkeyPatch, small_chunks: None, forked: None, merges: list[int]
 ) -> None:
     monkeypatch.setattr(workers, "CHUNK_ROWS", 40)
     assert _everything(api.parse_many(NCCL_LOGS, jobs=2)) == _everything(
@@ -147,7 +156,7 @@ def test_a_chunk_with_too_many_rows_is_parsed_here(
 
 
 def test_a_bug_raises_here_with_its_traceback(
-    monkeypatch: pytest.MonkeyPatch, small_chunks: None
+    monkeypatch: pytest.MonkeyPatch, small_chunks: None, forked: None
 ) -> None:
     parse_lines = parsers.parse_lines
 
@@ -282,8 +291,6 @@ def test_a_process_with_threads_gets_its_workers_from_a_fork_server(
 ) -> None:
     """Forking a process that runs other threads may copy a lock one of them holds
     into the child (a hang); then workers come from a fresh fork server."""
-    import threading
-
     stop = threading.Event()
     other = threading.Thread(target=stop.wait, name="the notebook's")
     other.start()
