@@ -2,4 +2,5 @@
 
 from ncclparse.cli.app import cli
 
-cli()
+if __name__ == "__main__":  # not when imported (a worker process's start-up)
+    cli()
