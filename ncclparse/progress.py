@@ -56,8 +56,9 @@ class Progress:
     """The progress line of ``total`` files written to ``stream``.
 
     :meth:`start` a file (its name and size in bytes, None when unknown), report
-    :meth:`read` bytes, :meth:`done` the file; :meth:`close` wipes the line. Draws
-    are throttled by ``clock`` (seconds): the first after ``delay``, then at most one
+    :meth:`read` bytes, :meth:`done` the file (or report a file :meth:`parsed`
+    elsewhere); :meth:`close` wipes the line. Draws are throttled by ``clock``
+    (seconds): the first after ``delay``, then at most one
     per ``interval``. ``width`` (default: the terminal's, else 80) bounds the line:
     a long name loses its start.
     """
@@ -98,6 +99,14 @@ class Progress:
 
     def done(self) -> None:
         """The current file is parsed (or failed)."""
+        self._done += 1
+        self._name = None
+        self._tick()
+
+    def parsed(self, size: int) -> None:
+        """A file of ``size`` bytes was parsed elsewhere (by a worker process): read
+        and done at once."""
+        self._all += size
         self._done += 1
         self._name = None
         self._tick()

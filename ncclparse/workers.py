@@ -292,10 +292,8 @@ class _Steps:
             return
         self._merge(parsed)
         if self.progress is not None:
-            for (_, name), size in zip(chunk.items, chunk.sizes, strict=True):
-                self.progress.start(name, size)
-                self.progress.read(size)
-                self.progress.done()
+            for size in chunk.sizes:
+                self.progress.parsed(size)
 
 
 class _TooManyRows(Exception):

@@ -172,13 +172,21 @@ def test_a_bug_raises_here_with_its_traceback(
 
 
 def test_every_file_is_reported_to_progress(tmp_path: Path, small_chunks: None) -> None:
-    sources = [(s, str(s)) if isinstance(s, Path) else s for s in _sources(tmp_path)]
-    sources = [s if isinstance(s, tuple) else (s, "text") for s in sources]
-    line = Progress(len(sources), io.StringIO())
-    api._parse_many(sources, None, 2, line)
-    assert line.line() == f"[{len(sources)}/{len(sources)} files] " + line.line(
-    ).split("] ", 1)[1]  # fmt: skip
-    assert line._done == len(sources)
+    """Files a worker parsed count as read and done when merged: the last line is
+    the one a parse in one process ends with (every file; every byte, for logs that
+    are read to their end)."""
+
+    def last_line(sources: list[Any], jobs: int) -> str:
+        items = [s if isinstance(s, tuple) else (s, None) for s in sources]
+        line = Progress(len(items), io.StringIO(), delay=0, interval=0)
+        api._parse_many(items, None, jobs, line)
+        return line.line()
+
+    logs = [*NCCL_LOGS, *sorted((FIXTURES / "oneccl").glob("*.log"))]
+    assert last_line(logs, 2) == last_line(logs, 1)
+    assert last_line(logs, 2).startswith(f"[{len(logs)}/{len(logs)} files] ")
+    odd = _sources(tmp_path)
+    assert last_line(odd, 2).startswith(f"[{len(odd)}/{len(odd)} files] ")
 
 
 def test_jobs_must_be_a_count() -> None:
