@@ -40,6 +40,7 @@ import pyarrow as pa
 from ncclparse.errors import NcclParseError
 from ncclparse.parsers import Collector, Source, parse_source
 from ncclparse.progress import Progress, tracked
+from ncclparse.schema import MEASUREMENTS_SCHEMA
 
 __all__ = ["Parsed", "available_cpus", "merged_into", "parse_in_workers"]
 
@@ -64,10 +65,12 @@ Item = tuple[Source, str | None]
 
 @dataclass(frozen=True)
 class Parsed:
-    """What parsing one chunk gave: as :class:`Collector` and ``parse_many`` keep it."""
+    """What parsing one chunk gave: its tables (each in one piece, so that they go
+    to the parent whole: a pickled slice carries the buffers it shares), accounting
+    and failures."""
 
-    measurements: list[pa.RecordBatch]
-    runs: list[pa.RecordBatch]
+    measurements: pa.Table
+    runs: pa.Table
     accounting: dict[str, Counter[str]]
     failures: list[NcclParseError]
 
@@ -320,8 +323,12 @@ def _parse_chunk(items: list[tuple[Path, str]]) -> Parsed:
         except NcclParseError as exc:
             failures.append(exc)
     collector.flush()
-    runs = collector.runs_table().to_batches()
-    return Parsed(measurements, runs, collector.accounting, failures)
+    # Row batches share buffers (a run's source, its spilled columns): pickled as
+    # they are, each would carry all of them (195 MB for a 12 MiB log of 215,000 rows,
+    # 59 MB in one piece).
+    table = pa.Table.from_batches(measurements, schema=MEASUREMENTS_SCHEMA)
+    runs = collector.runs_table().combine_chunks()
+    return Parsed(table.combine_chunks(), runs, collector.accounting, failures)
 
 
 def merged_into(

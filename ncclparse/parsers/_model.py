@@ -334,17 +334,17 @@ class Collector:
 
     def add_parsed(
         self,
-        measurements: list[pa.RecordBatch],
-        runs: list[pa.RecordBatch],
+        measurements: pa.Table,
+        runs: pa.Table,
         accounting: dict[str, Counter[str]],
     ) -> None:
         """Append what another Collector gathered (a worker's: ncclparse.workers),
-        after everything added so far."""
+        after everything added so far; rows are handed on in BATCH_ROWS batches."""
         self.flush()
-        for batch in measurements:
+        for batch in measurements.to_batches(max_chunksize=BATCH_ROWS):
             self._hand_on(batch)
         self._flush_runs()
-        self.run_batches.extend(runs)
+        self.run_batches.extend(runs.to_batches())
         self.accounting.update(accounting)
 
     def _hand_on(self, batch: pa.RecordBatch) -> None:
