@@ -45,18 +45,20 @@ from ncclparse.schema import MEASUREMENTS_SCHEMA
 __all__ = ["Parsed", "available_cpus", "merged_into", "parse_in_workers"]
 
 # Files up to this size go to workers (larger ones stream here, with flat memory).
-WORKER_BYTES = 16 << 20
+WORKER_BYTES = 4 << 20
 # Files looked at ahead (their paths), for chunks of an even size.
 WINDOW = 4096
 # Chunks of files a worker parses at a time: about this many per worker, each of
 # at most this many files and bytes.
 CHUNKS_PER_JOB = 4
 CHUNK_FILES = 256
-CHUNK_BYTES = 16 << 20
+CHUNK_BYTES = 4 << 20
 # Workers are worth starting from this many bytes of files to send.
 MIN_BYTES = 1 << 20
-# A worker gives up its chunk past this many rows (about 25 MB of Arrow columns).
-CHUNK_ROWS = 1 << 18
+# A worker gives up its chunk past this many rows (about 36 MB of Arrow columns,
+# sent whole): only a compressed log can hold that many in CHUNK_BYTES (the densest
+# rows, two a line, are about 72,000 in 4 MiB).
+CHUNK_ROWS = 1 << 17
 # Seconds between a worker's looks at whether its parent is still there.
 ORPHAN_POLL = 0.5
 
@@ -116,7 +118,7 @@ def parse_in_workers(
             for chunk in chunks:
                 pending.append((chunk, _submit(pool, chunk)))
                 # Merged in order; a few chunks ahead keep the workers busy.
-                while len(pending) > jobs:
+                while len(pending) >= jobs:
                     steps.finish(*pending.popleft())
             if other is not None:
                 while pending:
@@ -170,11 +172,15 @@ def _chunks(files: list[_File], jobs: int) -> list[_Chunk]:
     chunks: list[_Chunk] = []
     chunk = _Chunk([], [])
     for path, name, size in files:
-        chunk.items.append((path, name))
-        chunk.sizes.append(size)
-        if len(chunk.items) >= most_files or chunk.size >= most_bytes:
+        # Closed before a file would take it past most_bytes (CHUNK_ROWS assumes
+        # CHUNK_BYTES of rows at most).
+        if chunk.items and (
+            len(chunk.items) >= most_files or chunk.size + size > most_bytes
+        ):
             chunks.append(chunk)
             chunk = _Chunk([], [])
+        chunk.items.append((path, name))
+        chunk.sizes.append(size)
     if chunk.items:
         chunks.append(chunk)
     return chunks

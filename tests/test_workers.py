@@ -416,3 +416,31 @@ def test_a_worker_sends_its_rows_compactly(tmp_path: Path) -> None:
     assert parsed.measurements.num_rows == 24_800
     sent = len(pickle.dumps(parsed))
     assert sent < 1.2 * (parsed.measurements.nbytes + parsed.runs.nbytes)
+
+
+@pytest.mark.parametrize(
+    ("sizes", "jobs", "expected"),
+    [
+        # About four chunks a worker: 10 MiB in chunks of at most 2.5 MiB.
+        ([1 << 20] * 10, 1, [[1 << 20] * 2] * 5),
+        # A chunk closes before a file would take it past CHUNK_BYTES (4 MiB: 19
+        # MiB is more than four chunks of it).
+        (
+            [m << 20 for m in (3, 3, 1, 3, 3, 3, 3)],
+            1,
+            [[m << 20 for m in c] for c in ([3], [3, 1], [3], [3], [3], [3])],
+        ),
+        # ... and holds a file alone that is as large by itself.
+        ([1, 4 << 20, 1], 1, [[1], [4 << 20], [1]]),
+        # At most CHUNK_FILES files (here 5, small_chunks), however small.
+        ([10] * 12, 1, [[10] * 3] * 4),
+        ([10] * 12, 3, [[10]] * 12),
+    ],
+)
+def test_files_in_chunks(
+    sizes: list[int], jobs: int, expected: list[list[int]], small_chunks: None
+) -> None:
+    files = [(Path(f"{i}.log"), f"{i}.log", size) for i, size in enumerate(sizes)]
+    chunks = workers._chunks(files, jobs)
+    assert [c.sizes for c in chunks] == expected
+    assert [p for c in chunks for p, _ in c.items] == [f[0] for f in files]
