@@ -1,11 +1,12 @@
 """The Intel parsers' fast path for table rows changes nothing they give.
 
 oneCCL and IMB send a line of digits, blanks and number characters (``PLAIN_ROW``)
-straight to their row reader, and read a row with nothing to warn about in one pass
-(``plain_table_row``) before the two-step reader (``table_row_problem`` then
-``read_table_row``) that names what is wrong. These tests compare each shortcut with
-the way round it: on generated tokens, on every real oneCCL and IMB log, and on those
-logs with hostile lines put in; and check that the shortcuts are taken.
+straight to their row reader (``table_row_values``), which reads a row with nothing to
+warn about in one pass (``plain_table_row``) before the two-step reader
+(``table_row_problem`` then ``read_table_row``) that names what is wrong. These tests
+compare each shortcut with the way round it: on generated tokens, on every real oneCCL
+and IMB log, and on those logs with hostile lines put in; and check that the shortcuts
+are taken.
 """
 
 from __future__ import annotations
@@ -42,8 +43,7 @@ def without_fast_paths() -> Iterator[None]:
     with (
         mock.patch.object(oneccl, "PLAIN_ROW", never),
         mock.patch.object(imb, "PLAIN_ROW", never),
-        mock.patch.object(oneccl, "plain_table_row", return_value=None),
-        mock.patch.object(imb, "plain_table_row", return_value=None),
+        mock.patch.object(_table_row, "plain_table_row", return_value=None),
     ):
         yield
 
@@ -219,8 +219,7 @@ def test_the_fast_paths_are_taken_on_real_logs() -> None:
         return values
 
     with (
-        mock.patch.object(oneccl, "plain_table_row", counted),
-        mock.patch.object(imb, "plain_table_row", counted),
+        mock.patch.object(_table_row, "plain_table_row", counted),
     ):
         for path in INTEL_LOGS:
             outcome(path.read_bytes())

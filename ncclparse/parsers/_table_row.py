@@ -8,7 +8,7 @@ from typing import Any
 
 from ._lines import Line
 from ._model import Run
-from ._nccl_layout import POSSIBLE_COLUMNS
+from ._nccl_layout import POSSIBLE_COLUMNS, table_row_problem
 
 INT_COLUMNS = frozenset({"reported_bytes", "count", "repetitions"})
 NUMBER = re.compile(r"^-?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf)$")
@@ -17,6 +17,28 @@ NUMBER = re.compile(r"^-?(?:\d+\.?\d*(?:[eE][-+]?\d+)?|nan|inf)$")
 # other than e or E, or one of `#:|({=[`).
 PLAIN_ROW = re.compile(r"[ ]*[0-9][0-9 .eE+\-]*\Z", re.ASCII)
 _INFINITY = float("inf")
+
+
+def table_row_values(
+    run: Run,
+    line: Line,
+    tokens: list[str],
+    headers: list[str],
+    columns: Mapping[str, str],
+) -> dict[str, Any] | None:
+    """The row's values keyed by schema column, or None after warning why not (the
+    reader of both Intel tools' tables): a row with nothing to warn about in one
+    pass (plain_table_row), any other first checked for values no measurement has
+    (table_row_problem), then read by read_table_row, which names the rest."""
+    if line.complete:
+        values = plain_table_row(tokens, headers, columns)
+        if values is not None:
+            return values
+        problem = table_row_problem(tokens, headers, columns)
+        if problem is not None:
+            run.warn(line.number, f"{problem}: row not read")
+            return None
+    return read_table_row(run, line, tokens, headers, columns)
 
 
 def plain_table_row(

@@ -41,9 +41,8 @@ from ncclparse.schema import RunStatus
 from . import _impi
 from ._lines import Line, mentions
 from ._model import Run, parse_at_end
-from ._nccl_layout import table_row_problem
 from ._sizes import REDUCING, imb_size_bytes
-from ._table_row import PLAIN_ROW, plain_table_row, read_table_row
+from ._table_row import PLAIN_ROW, table_row_values
 
 NAME = "imb"
 READS_SKIPPED = False  # takes only Line items (see ncclparse.parsers.Parser)
@@ -429,18 +428,9 @@ class _Parser:
                 number, f"{section.benchmark} table has no process count: not read"
             )
             return "warned"
-        columns = list(section.columns)
-        values = None
-        if line.complete:
-            values = plain_table_row(tokens, columns, _COLUMNS)
+        values = table_row_values(run, line, tokens, list(section.columns), _COLUMNS)
         if values is None:
-            problem = table_row_problem(tokens, columns, _COLUMNS)
-            if problem is not None and line.complete:
-                run.warn(number, f"{problem}: row not read")
-                return "warned"
-            values = read_table_row(run, line, tokens, columns, _COLUMNS)
-            if values is None:
-                return "warned"
+            return "warned"
         group = values.pop("_group", None)
         if group is not None and section.groups is not None:
             if not (group.is_integer() and 0 <= group < section.groups):

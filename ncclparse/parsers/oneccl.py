@@ -23,9 +23,9 @@ from ncclparse.schema import DTYPE_BYTES
 from . import _impi
 from ._lines import Line, mentions
 from ._model import Run, parse_at_end
-from ._nccl_layout import is_count, table_row_problem
+from ._nccl_layout import is_count
 from ._sizes import REDUCING, oneccl_size_bytes
-from ._table_row import NUMBER, PLAIN_ROW, plain_table_row, read_table_row
+from ._table_row import NUMBER, PLAIN_ROW, table_row_values
 
 NAME = "oneccl-benchmark"
 READS_SKIPPED = False  # takes only Line items (see ncclparse.parsers.Parser)
@@ -350,20 +350,9 @@ class _Parser:
 
     def _row(self, run: Run, line: Line, tokens: list[str]) -> str:
         number = line.number
-        if line.complete:
-            values = plain_table_row(tokens, self.columns, _COLUMNS)
-            if values is not None:
-                return self._add(run, number, values)
-        problem = table_row_problem(tokens, self.columns, _COLUMNS)
-        if problem is not None and line.complete:
-            run.warn(number, f"{problem}: row not read")
-            return "warned"
-        values = read_table_row(run, line, tokens, self.columns, _COLUMNS)
+        values = table_row_values(run, line, tokens, self.columns, _COLUMNS)
         if values is None:
             return "warned"
-        return self._add(run, number, values)
-
-    def _add(self, run: Run, number: int, values: dict[str, Any]) -> str:
         if "reported_bytes" not in values or "time_us" not in values:
             run.warn(number, "table without #bytes or time column: row not read")
             return "warned"
