@@ -20,7 +20,6 @@ be started, everything is parsed here.
 from __future__ import annotations
 
 import contextlib
-import multiprocessing
 import os
 import signal
 import stat
@@ -30,16 +29,19 @@ import time
 import warnings
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
-from concurrent.futures import Future, ProcessPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
 from ncclparse.errors import NcclParseError
 from ncclparse.parsers import Collector, Source, parse_source
 from ncclparse.progress import Progress, tracked
+
+if TYPE_CHECKING:  # imported where a pool is made: not on every command's start-up
+    import multiprocessing.context
+    from concurrent.futures import Future, ProcessPoolExecutor
 from ncclparse.schema import MEASUREMENTS_SCHEMA
 
 __all__ = ["Parsed", "available_cpus", "merged_into", "parse_in_workers"]
@@ -208,6 +210,8 @@ def _submit(pool: ProcessPoolExecutor | None, chunk: _Chunk) -> Future[Parsed] |
     worker died, which breaks the pool; the interpreter is shutting down)."""
     if pool is None:
         return None
+    from concurrent.futures.process import BrokenProcessPool
+
     try:
         return pool.submit(_parse_chunk, chunk.items)
     except (BrokenProcessPool, RuntimeError):
@@ -222,6 +226,9 @@ def _pool(jobs: int) -> ProcessPoolExecutor | None:
     imports ncclparse once: a lock another thread held at the fork (the import lock,
     a stream's) would stay held in the child, which would then hang.
     """
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     methods = multiprocessing.get_all_start_methods()
     context: multiprocessing.context.BaseContext
     if "fork" in methods and threading.active_count() == 1:
