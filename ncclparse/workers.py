@@ -226,9 +226,11 @@ def _pool(jobs: int) -> ProcessPoolExecutor | None:
     imports ncclparse once: a lock another thread held at the fork (the import lock,
     a stream's) would stay held in the child, which would then hang.
     """
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
+    try:
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+    except Exception:  # shutting down: no new import, no atexit (RuntimeError)
+        return None
     methods = multiprocessing.get_all_start_methods()
     context: multiprocessing.context.BaseContext
     if "fork" in methods and threading.active_count() == 1:
