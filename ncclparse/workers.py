@@ -63,6 +63,8 @@ MIN_BYTES = 1 << 20
 CHUNK_ROWS = 1 << 17
 # Seconds between a worker's looks at whether its parent is still there.
 ORPHAN_POLL = 0.5
+# prctl(2): the signal a process gets when its parent ends.
+_PR_SET_PDEATHSIG = 1
 
 Item = tuple[Source, str | None]
 
@@ -269,9 +271,24 @@ def _worker_start() -> None:
     # for ever (it holds the other end of its own queue), and with it the pipes of
     # whoever reads the parent's output.
     parent = os.getppid()
+    _killed_with(parent)
+    # Elsewhere, and should the signal not come (once in CI a worker outlived its
+    # parent by a minute with only this watch), a thread looks twice a second.
     threading.Thread(
         target=_exit_when_orphaned, args=(parent,), name="ncclparse-orphan", daemon=True
     ).start()
+
+
+def _killed_with(parent: int) -> None:
+    """On Linux, have the kernel kill this worker when ``parent`` ends."""
+    try:
+        import ctypes
+
+        ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
+    except (OSError, AttributeError):  # not Linux
+        return
+    if os.getppid() != parent:  # it ended before the call
+        os._exit(1)
 
 
 def _exit_when_orphaned(parent: int) -> None:
