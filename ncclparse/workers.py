@@ -248,7 +248,12 @@ def _pool(jobs: int) -> ProcessPoolExecutor | None:
         with contextlib.suppress(AttributeError, OSError, ValueError):
             stream.flush()
     try:
-        pool = ProcessPoolExecutor(jobs, mp_context=context, initializer=_worker_start)
+        # A forked worker's parent is this process: named here, for a worker that
+        # starts after this process was killed (its parent is then init already).
+        parent = os.getpid() if context.get_start_method() == "fork" else None
+        pool = ProcessPoolExecutor(
+            jobs, mp_context=context, initializer=_worker_start, initargs=(parent,)
+        )
     except Exception:  # no semaphores (/dev/shm), a daemonic process (no children)
         return None
     try:
@@ -264,30 +269,31 @@ def _pool(jobs: int) -> ProcessPoolExecutor | None:
     return pool
 
 
-def _worker_start() -> None:
+def _worker_start(parent: int | None) -> None:
+    """In a worker, first: ``parent`` is its parent's pid (None: the fork server's,
+    which is alive while the workers start)."""
     # Ctrl-C reaches the whole process group: the parent stops the workers.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # A parent killed (SIGTERM, SIGKILL) cannot: a worker waiting for work would wait
     # for ever (it holds the other end of its own queue), and with it the pipes of
     # whoever reads the parent's output.
-    parent = os.getppid()
+    if parent is None:
+        parent = os.getppid()
     _killed_with(parent)
-    # Elsewhere, and should the signal not come (once in CI a worker outlived its
-    # parent by a minute with only this watch), a thread looks twice a second.
+    # And, where there is no prctl (not Linux), a thread looks twice a second.
     threading.Thread(
         target=_exit_when_orphaned, args=(parent,), name="ncclparse-orphan", daemon=True
     ).start()
 
 
 def _killed_with(parent: int) -> None:
-    """On Linux, have the kernel kill this worker when ``parent`` ends."""
-    try:
+    """On Linux, have the kernel kill this worker when ``parent`` ends; end now if
+    it has ended already."""
+    with contextlib.suppress(OSError, AttributeError):  # not Linux: the thread only
         import ctypes
 
         ctypes.CDLL(None, use_errno=True).prctl(_PR_SET_PDEATHSIG, signal.SIGKILL)
-    except (OSError, AttributeError):  # not Linux
-        return
-    if os.getppid() != parent:  # it ended before the call
+    if os.getppid() != parent:
         os._exit(1)
 
 

@@ -444,3 +444,19 @@ def test_files_in_chunks(
     chunks = workers._chunks(files, jobs)
     assert [c.sizes for c in chunks] == expected
     assert [p for c in chunks for p, _ in c.items] == [f[0] for f in files]
+
+
+@pytest.mark.parametrize("orphaned", [False, True])
+def test_a_worker_that_starts_after_its_parent_ended_ends(orphaned: bool) -> None:
+    """Regression (CI): a worker slow to start after its parent was killed took
+    init for its parent and lived on; the parent's pid now comes from the parent."""
+    script = (
+        "import os, sys\n"
+        "from ncclparse import workers\n"
+        f"workers._worker_start({'1' if orphaned else 'os.getppid()'})\n"
+        "print('working')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, check=False
+    )
+    assert (done.returncode, done.stdout) == ((1, "") if orphaned else (0, "working\n"))
