@@ -16,10 +16,20 @@ Logs (built deterministically into ``--data``, reused):
 * ``tree``: run.py's 2,000 small logs (oneCCL, IMB, nccl-tests) to one Parquet, with
   ``-j 1`` and the default workers, against the same command on one log (start-up).
 
+With ``--floor``, two lower bounds on any parse that keeps the nccl-tests state machine
+in Python and hands it what the scanner keeps (the issue's design), per log: ``scan
+only``, a fresh interpreter that iterates over the scanner's hand-over (lines, row
+batches, skipped spans) and parses none of it; ``runs only``, timed in-process, making
+each of the log's runs (a ``Run`` holding the values its parse found, no rows) and
+handing it to the Collector, then the runs table and the log's measurements, already
+columns, written as Parquet. Their sum is what such a parse costs before it reads a
+single structure line or row.
+
 Usage::
 
     python benchmarks/scan.py                # 256 MiB logs
     python benchmarks/scan.py --size 1GiB    # the issue's target size
+    python benchmarks/scan.py --size 1GiB --logs big --floor
 """
 
 from __future__ import annotations
@@ -115,7 +125,18 @@ def main(argv: list[str] | None = None) -> int:
         "--logs", default="big,longruns,tree", help="comma list: big,longruns,tree"
     )
     ap.add_argument("--python", type=Path, default=Path(sys.executable))
+    ap.add_argument(
+        "--floor", action="store_true", help="also the design floor (see above)"
+    )
+    ap.add_argument("--scan-only", metavar="LOG", help=argparse.SUPPRESS)
+    ap.add_argument("--runs-only", metavar="LOG", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    if args.scan_only:
+        print(scan_only(args.scan_only))
+        return 0
+    if args.runs_only:
+        print(json.dumps(runs_only(args.runs_only, args.data / "out")))
+        return 0
 
     python = args.python
     tool = python.parent / "ncclparse"
@@ -192,12 +213,70 @@ def main(argv: list[str] | None = None) -> int:
             f"| {p[0] / g[0]:.1f}x | {q[0] / g[0]:.1f}x | {n[0] / q[0]:.2f}x "
             f"| {n[1]:.0f} / {p[1]:.0f} MB |"
         )
+        if args.floor:
+            figures[f"{name}_floor"] = floor(path, python, args, g[0], n[0])
     if "tree" in wanted:
         tree = run.build_inputs(args.data, args.size)["tree"]
         figures["tree"] = many_logs(tree, args.data / "out", tool, args.reps, plain)
     (args.data / "scan.json").write_text(json.dumps(figures, indent=2))
     print("\n".join(table))
     return 0
+
+
+def floor(
+    path: Path, python: Path, args: argparse.Namespace, grep_s: float, parse_s: float
+) -> dict[str, float]:
+    """The two lower bounds of ``--floor`` for ``path``, logged against grep."""
+    here = Path(__file__).resolve()
+    scan = median([python, here, "--scan-only", path], args.reps)
+    child = [python, here, "--data", args.data, "--runs-only", path]
+    spent = json.loads(subprocess.run(child, capture_output=True, check=True).stdout)
+    total = scan[0] + spent["runs_s"] + spent["write_s"]
+    run.log(
+        f"   floor: scan only {scan[0]:.2f} s ({scan[3].strip()} items handed over), "
+        f"runs only {spent['runs_s']:.2f} s ({spent['runs']:,} runs), measurements "
+        f"written {spent['write_s']:.2f} s; sum {total:.2f} s = {total / grep_s:.1f}x "
+        f"grep (parse {parse_s / grep_s:.1f}x)"
+    )
+    return {"scan_only_s": scan[0], **spent, "sum_s": total}
+
+
+def scan_only(path: str) -> int:
+    """Iterate over the native scanner's hand-over for ``path``; parse none of it."""
+    from ncclparse.parsers._lines import open_source, without_nccl_debug
+
+    name, handle, _ = open_source(path)
+    with handle:
+        return sum(1 for _ in without_nccl_debug(handle, 1, name))
+
+
+def runs_only(path: str, out: Path) -> dict[str, float]:
+    """Time, in-process, what a parse does once per run and once per table, given
+    the runs and rows of ``path`` (parsed first, untimed)."""
+    import pyarrow.parquet as pq
+
+    import ncclparse
+    from ncclparse.parsers._model import Collector, Run
+
+    parsed = ncclparse.parse_many([path])
+    runs = parsed.runs.to_pylist()
+    skip = {"source", "run", "rows", "errors", "warnings", "params"}
+    start = time.perf_counter()
+    collector = Collector()
+    for index, values in enumerate(runs):
+        one = Run(tool=values["tool"], first_line=values["first_line"])
+        for key, value in values.items():
+            if key not in skip and key != "tool":
+                setattr(one, key, value)
+        one.params = dict(values["params"])
+        collector.add_run(values["source"], index, one)
+    collector.runs_table()
+    runs_s = time.perf_counter() - start
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    pq.write_table(parsed.measurements, out / "floor.parquet")
+    write_s = time.perf_counter() - start
+    return {"runs": len(runs), "runs_s": runs_s, "write_s": write_s}
 
 
 def many_logs(
