@@ -99,7 +99,7 @@ def expand(
         try:
             mode = path.stat().st_mode
         except OSError as exc:
-            if path.is_symlink():
+            if _is_link(path):
                 yield InputError(f"{item}: broken symbolic link (no such file)")
             elif isinstance(exc, FileNotFoundError):
                 yield InputError(f"{item}: no such file or directory")
@@ -115,6 +115,22 @@ def expand(
             yield _fifo(item)
         else:
             yield path, item
+
+
+def _is_link(path: Path) -> bool:
+    """Whether ``path`` is a symbolic link (no: a name the OS refuses, too long)."""
+    try:
+        return path.is_symlink()
+    except OSError:
+        return False
+
+
+def _is_dir(path: Path) -> bool:
+    """Whether ``path`` is a directory (no: a name the OS refuses, too long)."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
 
 
 def walk(
@@ -649,7 +665,7 @@ def load_measurements(path: str, filters: Filters | None = None) -> pa.Table:
             return read_history(where).select(list(schema.MEASUREMENT_COLUMNS))
     elif candidate.suffix.lower() in (".parquet", ".pq", ".arrow", ".feather", ".ipc"):
         return read_table(candidate)
-    elif candidate.is_dir() and any(candidate.glob("date=*")):
+    elif _is_dir(candidate) and any(candidate.glob("date=*")):
         return read_history(candidate).select(list(schema.MEASUREMENT_COLUMNS))
 
     items = list(expand((path,), filters=filters))

@@ -252,3 +252,28 @@ def test_a_path_with_a_nul_byte_is_an_input_error() -> None:
     assert str(caught.value) == (
         "'run\\x00.log': not a valid path (embedded null byte)"
     )
+
+
+LONG = "x" * 300  # over NAME_MAX (255): stat() fails with ENAMETOOLONG
+
+
+@pytest.mark.parametrize("command", ["parse", "analyze", "report", "compare"])
+def test_a_name_too_long_for_the_os_is_an_input_error(
+    runner: CliRunner, logs: Path, tmp_path: Path, command: str
+) -> None:
+    # Found by hand: pathlib's is_symlink/is_dir raise on ENAMETOOLONG, which gave
+    # a traceback (and, under `parse -o`, "cannot write" naming the output).
+    out = tmp_path / ("r.html" if command == "report" else "m.csv")
+    args = {
+        "parse": ["parse", LONG, str(logs), "-o", str(out)],
+        "analyze": ["analyze", LONG, str(logs), "-o", str(out)],
+        "report": ["report", LONG, str(logs), "-o", str(out)],
+        "compare": ["compare", str(logs), LONG],
+    }[command]
+    result = runner.invoke(cli, args)
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    assert f"{LONG}: cannot read: File name too long" in result.stderr
+    if command == "parse":
+        sources = set(pa_csv.read_csv(out).column("source").to_pylist())
+        assert sources == {str(logs / p.name) for p in GOOD}

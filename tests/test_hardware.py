@@ -279,3 +279,9 @@ def test_profile_is_frozen_and_listable() -> None:
     assert "B=900 GB/s" in profile.summary()
     with pytest.raises(ProfileError, match="must be positive"):
         HardwareProfile(name="x", description="", gpus_per_node=8, intra_gbps=0.0)
+
+
+def test_a_profile_name_too_long_for_a_file_name_is_an_unknown_preset() -> None:
+    # Path(name).exists() raised ENAMETOOLONG: a traceback, not ProfileError.
+    with pytest.raises(ProfileError, match=r"^unknown hardware profile 'xxxx"):
+        resolve_profile("x" * 300)

@@ -190,6 +190,14 @@ class HardwareOptions:
         )
 
 
+def _is_path(text: str) -> bool:
+    """Whether ``text`` names an existing path (no: a name the OS refuses)."""
+    try:
+        return Path(text).exists()
+    except (OSError, ValueError):  # too long for a file name; a NUL character
+        return False
+
+
 def resolve_profile(
     name_or_path: HardwareProfile | str | Path | None = None,
     *,
@@ -213,7 +221,7 @@ def resolve_profile(
         profile = name_or_path
     elif name_or_path is not None:
         text = str(name_or_path)
-        looks_like_file = text.endswith(".toml") or Path(text).exists()
+        looks_like_file = text.endswith(".toml") or _is_path(text)
         profile = load_profile(text) if looks_like_file else _preset(text)
     elif device_name is not None:
         profile = match_device(device_name)

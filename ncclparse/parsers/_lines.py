@@ -615,9 +615,9 @@ def open_source(source: Source, name: str | None = None) -> tuple[str, IO[str], 
     ):
         path = Path(source)
         display = _shown(name or str(source))
-        if path.is_dir():
-            raise InputError(f"{display}: is a directory, not a log file")
         try:
+            if path.is_dir():
+                raise InputError(f"{display}: is a directory, not a log file")
             binary = path.open("rb")
         except OSError as exc:
             raise InputError(f"{display}: cannot read: {exc.strerror}") from exc
