@@ -29,7 +29,7 @@ from click.testing import CliRunner
 
 import ncclparse
 from ncclparse.cli.app import cli
-from ncclparse.efficiency import HardwareOptions
+from ncclparse.efficiency import HardwareOptions, analyze
 from ncclparse.formatting import markdown_escape
 from ncclparse.health.check import check
 from ncclparse.health.rules import DEFAULT_RULES, rules_from_mapping
@@ -350,6 +350,120 @@ def test_a_short_sweep_fails_the_command(runner: CliRunner, tmp_path: Path) -> N
         cli, ["check", str(log), *A3_MEGA, "--rules", str(rules), *_args(out)]
     )
     assert accepted.exit_code == 0, accepted.output
+
+
+def _sizes(keep: set[int]) -> str:
+    """Derived: the healthy log with only the rows of the ``keep`` sizes."""
+    return "".join(
+        line
+        for line in derive.healthy().splitlines(keepends=True)
+        if not (derive._ROW.match(line) and int(line.split()[0]) not in keep)
+    )
+
+
+def _verdict_case(text: str) -> Any:
+    parsed = ncclparse.parse(io.StringIO(text), name="short.log")
+    hardware = HardwareOptions(profile="h100", inter_bw="200GB/s")
+    [case] = [c for c in check(parsed, DEFAULT_RULES, hardware=hardware).cases
+              if c.rule == "verdict"]  # fmt: skip
+    return case
+
+
+def test_too_few_sizes_say_so_and_ask_for_more() -> None:
+    # Two sizes cannot hold a plateau (the fit takes 3): before, "busbw does not
+    # level off" and "measure larger sizes (e.g. nccl-tests -e 8G)" at 8 GiB.
+    case = _verdict_case(_sizes({4 * GIB, 8 * GIB}))
+    assert case.status == "fail"
+    assert case.message == (
+        f"short.log run 0 ({HOSTS}): bandwidth not verified: all_reduce float32 sum "
+        "16 ranks on 2 nodes: no plateau reached by the largest size measured, 8 GiB "
+        "(only 2 sizes measured, too few to find a plateau: it takes 3); measure "
+        "more sizes (e.g. nccl-tests -b 1M -e 8G -f 2), or set [verdict] unjudged = "
+        '"skip" in the rules file to accept a sweep that stops short'
+    )
+
+
+def test_a_lone_peak_is_not_called_still_rising() -> None:
+    # 1 GiB x1.2 and 4, 8 GiB x1.3 in time: busbw 297.9/1.2 = 248.2, then 2 GiB
+    # 318.4 alone within 10 % of the peak, then 330.6/1.3 = 254.3 and 338.8/1.3 =
+    # 260.6: not rising (260.6 < 1.05 x 254.3), no plateau.
+    factors = {GIB: 1.2, 4 * GIB: 1.3, 8 * GIB: 1.3}
+    text = derive.scale(derive.healthy(), lambda size: factors.get(size, 1.0))
+    case = _verdict_case(text)
+    assert case.status == "fail"
+    assert case.message == (
+        f"short.log run 0 ({HOSTS}): bandwidth not verified: all_reduce float32 sum "
+        "16 ranks on 2 nodes: no plateau reached by the largest size measured, 8 GiB "
+        "(busbw peaks at 2 GiB, 318.4 GB/s, and no other size comes within 10 % of "
+        'it); rerun it, or set [verdict] unjudged = "skip" in the rules file to '
+        "accept a sweep without a plateau"
+    )
+    parsed = ncclparse.parse(io.StringIO(text), name="short.log")
+    rows = analyze(parsed.measurements, None, parsed.runs).rows
+    notes = set(rows.column("efficiency_note").to_pylist())
+    assert not any("still rising" in (note or "") for note in notes)
+    assert any("busbw peaks at one size" in (note or "") for note in notes)
+
+
+# 4b. A GPU collective whose busbw collapses at some size ---------------------------
+
+# 64 MiB's time x f: 1261.6 us -> 4705.8 us (f 3.73) is busbw 67108864 B / 4705.8 us
+# x 30/16 = 26.7 GB/s, 45.0 % of 32 MiB's 59.4 GB/s; f 3.06: 32.6 GB/s, 54.9 %.
+COLLAPSED = 3.73
+DIPPED = 3.06
+
+
+@pytest.mark.parametrize("factor", [COLLAPSED, DIPPED])
+def test_busbw_below_half_of_a_smaller_size_fails_the_run(factor: float) -> None:
+    text = derive.scale(derive.healthy(), lambda s: factor if s == 2**26 else 1.0)
+    case = _verdict_case(text)
+    healthy = (
+        "OK healthy: 88.2 % of the ideal on the plateau, 2 GiB to 8 GiB (median "
+        "busbw 330.6 GB/s of 375.0 GB/s)"
+    )
+    if factor == DIPPED:  # 45 % below: a dip, not a collapse
+        assert (case.status, case.message) == ("pass", f"short.log run 0 ({HOSTS}): "
+                                               f"{healthy}")  # fmt: skip
+        return
+    assert case.status == "fail"
+    assert case.message == (
+        f"short.log run 0 ({HOSTS}): FAIL busbw collapses at 64 MiB: 26.7 GB/s, "
+        "55.0 % below 59.4 GB/s at the smaller 32 MiB (338.8 GB/s at the largest size, "
+        f"8 GiB); {healthy}"
+    )
+
+
+def test_a_collapse_fails_the_command(runner: CliRunner, tmp_path: Path) -> None:
+    log = tmp_path / "collapsed.log"
+    log.write_text(
+        derive.scale(derive.healthy(), lambda s: COLLAPSED if s == 2**26 else 1.0)
+    )
+    out = _outputs(tmp_path)
+    result = runner.invoke(cli, ["check", str(log), *A3_MEGA, *_args(out)])
+    assert result.exit_code == 1, result.output
+    assert [c[:2] for c in _cases(out["json"]) if c[1] == "fail"] == [
+        ("verdict", "fail")
+    ]
+
+
+def test_only_a_real_collapse_among_the_corpus_runs() -> None:
+    # Every real log: one run collapses (NVIDIA/nccl issue #1453, a report of
+    # all_reduce slowing from 64 MiB on); CPU benchmarks (oneCCL, IMB) whose busbw
+    # falls 80-99 % where messages outgrow a cache are not judged on it.
+    logs = sorted(p for p in FIXTURES.rglob("*.log") if "expected" not in p.parts)
+    result = check(ncclparse.parse_many(logs), DEFAULT_RULES)
+    collapsed = [
+        c.message.split(": ", 1)[1].split("; ")[0]
+        for c in result.cases
+        if c.rule == "verdict" and "collapses" in c.message
+    ]
+    assert collapsed == [
+        "FAIL busbw collapses at 64 MiB: 5.27 GB/s, 82.1 % below 29.5 GB/s at the "
+        "smaller 32 MiB (4 sizes collapsed, up to the largest, 512 MiB)"
+    ]
+    cpu = [c for c in result.cases if c.rule == "verdict" and
+           ("/oneccl/" in c.name or "/imb/" in c.name)]  # fmt: skip
+    assert len(cpu) > 100
 
 
 # 5. A printed bandwidth that size and time contradict -----------------------------

@@ -56,7 +56,7 @@ FIT_COLUMNS = (
 PLATEAU = 0.9  # sizes within 10 % of the peak algbw form the plateau
 STILL_RISING = 1.05  # the largest size 5 % above the next: no plateau yet
 FLOOR = 1.5  # sizes within 1.5x of the fastest time form the latency floor
-_MIN_SIZES = 3
+MIN_SIZES = 3  # distinct non-zero sizes a fit takes
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +102,7 @@ def fit_series(
     distinct = np.bincount(g[new_size], minlength=ngroups)
     multi = np.zeros(ngroups, dtype=bool)
     np.logical_or.at(multi, g, nranks[fit_index] > 1)
-    valid = (distinct >= _MIN_SIZES) & multi
+    valid = (distinct >= MIN_SIZES) & multi
 
     # Plateau: beta in bytes/µs.
     alg = xf / yf
@@ -171,7 +171,10 @@ def fit_series(
 
     g_notes = np.where(valid, 0, why.NO_FIT)
     g_notes |= np.where(valid & ~measured, why.FLAT, 0)
-    g_notes |= np.where(beta_ok & ~reached, why.NO_PLATEAU, 0)
+    # Not reached: still rising, or (not rising) no second size near the peak.
+    rising = last >= STILL_RISING * before
+    g_notes |= np.where(beta_ok & ~reached & rising, why.NO_PLATEAU, 0)
+    g_notes |= np.where(beta_ok & ~reached & ~rising, why.PEAK_ONLY, 0)
     reasons = np.zeros(x.shape, dtype=np.int64)
     reasons[rows] |= g_notes[gid[rows]]
     reasons |= np.where(rows & (x == 0), why.ZERO, 0)

@@ -34,6 +34,8 @@ NOTES = (
     "faster than the fitted model at this size (above model): no unexplained time",
     "no ideal bandwidth is derived for this collective",
     "the ideal assumes hardware figures the log does not state (see the assumptions)",
+    "busbw peaks at one size and every other size is more than 10 % below it: no "
+    "plateau, beta and efficiency are not judged",
 )
 (
     GROUPED,
@@ -56,6 +58,7 @@ NOTES = (
     ABOVE_MODEL,
     NO_BOUND,
     ASSUMED,
+    PEAK_ONLY,
 ) = (1 << i for i in range(len(NOTES)))
 
 

@@ -27,7 +27,6 @@ import pyarrow as pa
 from ncclparse.api import ParseResult
 from ncclparse.columns import frame, key_text, rows_by_run, run_rows
 from ncclparse.efficiency import Analysis, HardwareOptions, analyze
-from ncclparse.efficiency.fits import STILL_RISING
 from ncclparse.formatting import format_bytes, series_label
 from ncclparse.health.baselines import BASELINE_KEYS, select_baseline
 from ncclparse.health.blame import HostScore, blame, run_scores
@@ -56,9 +55,11 @@ from ncclparse.health.verdict import (
     JUDGED_COLUMNS,
     Columns,
     ColumnsBlock,
+    Remedy,
     column_blocks,
     columns_of,
     judge_run,
+    no_plateau,
 )
 from ncclparse.health.verdict import judged as judged_of
 from ncclparse.inputs import Note
@@ -66,10 +67,19 @@ from ncclparse.schema import BLOCK_KEYS, SERIES_KEYS
 
 __all__ = ["Case", "CheckResult", "Finding", "check", "error_result"]
 
-# How to accept a sweep that stops before the bandwidth plateau, said where it fails.
+# How to accept a sweep that stops before the bandwidth plateau, said where it fails,
+# by what would let it be judged (verdict.Remedy): larger sizes, more sizes, neither.
 ACCEPT_UNJUDGED = (
     'measure larger sizes (e.g. nccl-tests -e 8G), or set [verdict] unjudged = "skip" '
     "in the rules file to accept a sweep that stops short (latency only)"
+)
+ACCEPT_FEW_SIZES = (
+    "measure more sizes (e.g. nccl-tests -b 1M -e 8G -f 2), or set [verdict] "
+    'unjudged = "skip" in the rules file to accept a sweep that stops short'
+)
+ACCEPT_NO_PLATEAU = (
+    'rerun it, or set [verdict] unjudged = "skip" in the rules file to accept a '
+    "sweep without a plateau"
 )
 
 
@@ -228,17 +238,18 @@ def verdict_cases(
         text = "; ".join(f"{f.label} {f.text}" for f in said) or "nothing to judge"
         short = unjudged(mine, blocks)
         if short:
-            why = "; ".join(short)
+            why = "; ".join(text for text, _ in short)
             if policy.unjudged == "skip":
                 status = "fail" if status == "fail" else "skip"
                 accepted = '[verdict] unjudged = "skip"'
                 text = f"bandwidth not verified, accepted by {accepted}: {why}"
             else:
                 status = "fail"
-                text = f"bandwidth not verified: {why}; {ACCEPT_UNJUDGED}"
-            # What was judged in the run's other blocks (the notes only repeat why).
+                text = f"bandwidth not verified: {why}; {_accept(short)}"
+            # What was judged in the run's other blocks (the notes only repeat why),
+            # first when it fails the run by itself.
             judged = [f"{f.label} {f.text}" for f in said if f.level != "info"]
-            text = "; ".join([text, *judged])
+            text = "; ".join([*judged, text] if worst == "bad" else [text, *judged])
         cases.append(
             Case(
                 "verdict",
@@ -255,16 +266,24 @@ def verdict_cases(
     return cases
 
 
+def _accept(short: list[tuple[str, Remedy]]) -> str:
+    """How to get, or accept, the judgement :func:`unjudged` says is missing."""
+    remedies = {remedy for _, remedy in short}
+    if "larger" in remedies:
+        return ACCEPT_UNJUDGED
+    return ACCEPT_FEW_SIZES if "more" in remedies else ACCEPT_NO_PLATEAU
+
+
 def unjudged(
     rows: pd.DataFrame | Columns, blocks: Sequence[ColumnsBlock] | None = None
-) -> list[str]:
+) -> list[tuple[str, Remedy]]:
     """Why bandwidth cannot be judged in each block of one run's analysed ``rows``
-    whose sweep stops short: its largest size still latency-bound, or no plateau
-    reached (busbw still rising, not levelling off, or one size only); empty when
-    every block reaches its plateau (``blocks``: the rows' blocks_of, if at hand).
-    The verdict's notes say the same in other
-    words."""
-    reasons = []
+    whose sweep stops short, and what would help: its largest size still
+    latency-bound, or no plateau reached (:func:`~ncclparse.health.verdict.
+    no_plateau`: still rising, too few sizes, not levelling off); empty when every
+    block reaches its plateau (``blocks``: the rows' blocks_of, if at hand). The
+    verdict's notes say the same in other words."""
+    reasons: list[tuple[str, Remedy]] = []
     for key, block in column_blocks(columns_of(rows)) if blocks is None else blocks:
         judged = judged_of(block)
         if not len(judged):
@@ -274,23 +293,20 @@ def unjudged(
         size = format_bytes(largest["size_bytes"])
         if largest["regime"] == "latency-bound":
             reasons.append(
-                f"{label}: the largest size measured, {size}, is still "
-                "latency-bound, so no plateau was reached"
+                (
+                    f"{label}: the largest size measured, {size}, is still "
+                    "latency-bound, so no plateau was reached",
+                    "larger",
+                )
             )
         elif not judged.true("plateau").any():
-            by_size = judged.frame().groupby("size_bytes")["busbw_calc_gbps"]
-            busbw = by_size.median().astype(float)
-            if not busbw.notna().any():
-                why = "busbw could not be computed"
-            elif len(busbw) < 2:
-                why = "only 1 size measured, too few to find a plateau"
-            elif busbw.iloc[-1] > STILL_RISING * busbw.iloc[-2]:
-                why = "busbw is still rising there"
-            else:
-                why = "busbw does not level off"
+            why, remedy = no_plateau(judged)
             reasons.append(
-                f"{label}: no plateau reached by the largest size measured, {size} "
-                f"({why})"
+                (
+                    f"{label}: no plateau reached by the largest size measured, "
+                    f"{size} ({why})",
+                    remedy,
+                )
             )
     return reasons
 

@@ -9,8 +9,9 @@ disagreeing with the recomputed one) and, per block (a series with both placemen
   thresholds of :class:`~ncclparse.health.rules.VerdictPolicy` only when the plateau
   was reached and the ideal's figures were given (or, on one node, are the GPU's own);
   otherwise a note says what was measured and why it is not judged;
-* anomalies that need no hardware figures: busbw falling with size, in-place and
-  out-of-place far apart, a wide spread of times at one size.
+* anomalies that need no hardware figures: a GPU collective's busbw collapsing at
+  some size (FAIL), busbw falling with size, in-place and out-of-place far apart, a
+  wide spread of times at one size.
 
 Levels, from best to worst: ``ok``, ``info`` (nothing wrong, but nothing judged
 either), ``warn``, ``bad``.
@@ -26,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from ncclparse.efficiency.fits import MIN_SIZES, PLATEAU, STILL_RISING
 from ncclparse.formatting import (
     format_bytes,
     format_gbps,
@@ -42,8 +44,10 @@ __all__ = [
     "Columns",
     "Finding",
     "Level",
+    "Remedy",
     "Verdict",
     "judge_run",
+    "no_plateau",
 ]
 
 Level = Literal["ok", "info", "warn", "bad"]
@@ -73,6 +77,13 @@ JUDGED_COLUMNS = (
 )
 FIT_COLUMNS = ("source", "run", "collective", "placement", "crossover_bytes")
 FALL = 0.8  # busbw at the largest size below 80 % of its peak: falling with size
+# A GPU collective's busbw below half of what a smaller size reached: it collapsed
+# there (a stall, a path or protocol fault). Healthy nccl-tests sweeps rise with size
+# in the bandwidth-bound range, give or take a protocol switch (docs/efficiency.md:
+# the corpus' dips); CPU benchmarks (oneCCL, IMB) fall by 80-99 % where a message
+# outgrows a cache, which is not a fault, so they are not judged on it.
+COLLAPSE = 0.5
+GPU_TOOLS = frozenset({"nccl-tests", "rccl-tests"})
 APART = 0.75  # in-place below 75 % of out-of-place (or the reverse): apart
 SPREAD = 2.0  # slowest time over twice the fastest at one size: a wide spread
 # Words and symbols, not colour alone: a verdict must survive grey-scale printing.
@@ -176,12 +187,13 @@ def judge_run(
     :func:`column_blocks`), when the caller has them already.
     """
     mine = columns_of(rows)
+    gpu = run.get("tool") in GPU_TOOLS
     findings = [*_status(run), *_data(run, mine)]
     found = column_blocks(mine) if blocks is None else blocks
     for key, block in found:
         where = series_label(dict(zip(BLOCK_KEYS, key, strict=True)))
         prefix = f"{where}: " if len(found) > 1 else ""
-        findings.extend(_efficiency(columns_of(block), fits, policy, prefix))
+        findings.extend(_efficiency(columns_of(block), fits, policy, prefix, gpu=gpu))
     if not findings:
         findings.append(Finding("info", "no measurement to judge"))
     findings.sort(key=lambda f: -_RANK[f.level])
@@ -369,14 +381,17 @@ def _efficiency(
     fits: pd.DataFrame | None,
     policy: VerdictPolicy,
     where: str,
+    *,
+    gpu: bool = False,
 ) -> list[Finding]:
     """The efficiency finding of one block: the median efficiency of its plateau
     sizes, judged only on a reached plateau and an ideal that is not assumed; and
-    the anomalies that need no hardware figures."""
+    the anomalies that need no hardware figures (``gpu``: a GPU collective's, which
+    may collapse)."""
     rows = judged(block)
     if not len(rows):
         return []
-    found = _anomalies(block, rows, where)
+    found = _anomalies(block, rows, where, gpu=gpu)
     largest = rows.row(-1)
     size = format_bytes(largest["size_bytes"])
     if _number(largest["efficiency"]) is None:
@@ -399,14 +414,14 @@ def _efficiency(
     plateau = np.flatnonzero(rows.true("plateau") & ~np.isnan(measured))
     if not len(plateau):
         figures = _figures(largest["efficiency"], largest, largest)
-        return [
-            *found,
-            Finding(
-                "info",
-                f"{where}no plateau reached: busbw still rising at the largest size, "
-                f"so {figures} is a lower bound; measure larger sizes to judge",
-            ),
-        ]
+        why, remedy = no_plateau(rows)
+        text = (
+            f"{where}no plateau reached: busbw still rising at the largest size, "
+            f"so {figures} is a lower bound; measure larger sizes to judge"
+            if remedy == "larger"
+            else f"{where}no plateau reached: {why}; {figures} is not judged"
+        )
+        return [*found, Finding("info", text)]
     efficiency = float(np.median(measured[plateau]))
     figures = _figures(
         efficiency,
@@ -441,6 +456,45 @@ def _efficiency(
     return found
 
 
+# What would let a sweep that reached no plateau be judged: larger sizes (busbw
+# still rising), more sizes (too few to find one), or neither (it does not level off).
+Remedy = Literal["larger", "more", "none"]
+
+
+def no_plateau(rows: Columns) -> tuple[str, Remedy]:
+    """Why the judged rows of a block (:func:`judged`, by size) hold no plateau
+    (sizes within 10 % of the peak, the fit's: docs/efficiency.md), and the remedy.
+    Sizes are read by their median busbw."""
+    sizes = rows["size_bytes"].astype(np.int64)
+    busbw = rows["busbw_calc_gbps"].astype(float)
+    distinct, index = np.unique(sizes, return_inverse=True)
+    medians = np.full(len(distinct), np.nan)
+    for at in range(len(distinct)):
+        values = busbw[index == at]
+        values = values[~np.isnan(values)]
+        if len(values):
+            medians[at] = np.median(values)
+    if np.isnan(medians).all():
+        return "busbw could not be computed", "none"
+    if len(distinct) < MIN_SIZES:
+        many = "1 size" if len(distinct) == 1 else f"{len(distinct)} sizes"
+        return (
+            f"only {many} measured, too few to find a plateau: it takes {MIN_SIZES}",
+            "more",
+        )
+    if medians[-1] > STILL_RISING * medians[-2]:
+        return "busbw is still rising there", "larger"
+    peak = int(np.nanargmax(medians))
+    if (medians >= PLATEAU * medians[peak]).sum() < 2:
+        return (
+            f"busbw peaks at {format_bytes(int(distinct[peak]))}, "
+            f"{format_gbps(float(medians[peak]))}, and no other size comes within "
+            f"{(1 - PLATEAU) * 100:.0f} % of it",
+            "none",
+        )
+    return "busbw does not level off", "none"
+
+
 def _figures(
     efficiency: float,
     first: Row,
@@ -472,15 +526,21 @@ def _median(values: npt.NDArray[Any]) -> float:
     return float(np.median(numbers)) if len(numbers) else float("nan")
 
 
-def _anomalies(block: Columns, rows: Columns, where: str) -> list[Finding]:
-    """What is wrong whatever the hardware: bus bandwidth falling at the largest
-    sizes, in-place and out-of-place far apart, a wide spread of times at one size."""
+def _anomalies(
+    block: Columns, rows: Columns, where: str, *, gpu: bool = False
+) -> list[Finding]:
+    """What is wrong whatever the hardware: bus bandwidth collapsing at some size
+    (``gpu`` collectives only: see COLLAPSE), or falling at the largest sizes,
+    in-place and out-of-place far apart, a wide spread of times at one size."""
     found = []
     records = _records(rows)
     bound = [
         r for r in records if r["regime"] == "bandwidth-bound" and _pos(r["busbw"])
     ]
-    if len(bound) >= 2:
+    collapsed = _collapsed(bound) if gpu else []
+    if collapsed:
+        found.append(_collapse_finding(collapsed, bound[-1], where))
+    if len(bound) >= 2 and not any(at is bound[-1] for at, _ in collapsed):
         peak = max(bound, key=lambda r: float(r["busbw"]))
         last = bound[-1]
         if last["busbw"] < FALL * peak["busbw"]:
@@ -530,6 +590,48 @@ def _anomalies(block: Columns, rows: Columns, where: str) -> list[Finding]:
             )
         )
     return found
+
+
+def _collapsed(
+    bound: list[dict[str, Any]],
+) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Each bandwidth-bound row (of ``bound``, by size) whose busbw is below COLLAPSE
+    times the best of the smaller sizes, with that best row."""
+    found = []
+    best: dict[str, Any] | None = None
+    for row in bound:
+        if best is not None and row["busbw"] < COLLAPSE * best["busbw"]:
+            found.append((row, best))
+        if best is None or row["busbw"] > best["busbw"]:
+            best = row
+    return found
+
+
+def _collapse_finding(
+    collapsed: list[tuple[dict[str, Any], dict[str, Any]]],
+    last: dict[str, Any],
+    where: str,
+) -> Finding:
+    """FAIL naming the first collapsed size, how many did, and the largest size."""
+    at, best = collapsed[0]
+    drop = 1 - at["busbw"] / best["busbw"]
+    largest = f"{format_gbps(last['busbw'])} at the largest size, " + format_bytes(
+        last["size_bytes"]
+    )
+    if len(collapsed) == 1:
+        more = "" if at is last else f" ({largest})"
+    elif any(row is last for row, _ in collapsed):
+        more = f" ({len(collapsed)} sizes collapsed, up to the largest, "
+        more += f"{format_bytes(last['size_bytes'])})"
+    else:
+        more = f" ({len(collapsed)} sizes collapsed; {largest})"
+    return Finding(
+        "bad",
+        f"{where}busbw collapses at {format_bytes(at['size_bytes'])}: "
+        f"{format_gbps(at['busbw'])}, {format_percent(drop)} below "
+        f"{format_gbps(best['busbw'])} at the smaller "
+        f"{format_bytes(best['size_bytes'])}{more}",
+    )
 
 
 def _records(rows: Columns) -> list[dict[str, Any]]:
