@@ -6,9 +6,13 @@ named in each test); the real-log tests are in test_parsers_nccl_tests.py.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import ncclparse
+
+EXAMPLE = Path(__file__).parent.parent / "examples" / "all_reduce_16rank_2node_h100.log"
 
 HEADER = """\
 #                                                              out-of-place                       in-place          
@@ -158,6 +162,19 @@ def test_interleaved_copies_of_a_non_mpi_build_become_separate_runs() -> None:
             "and checked in-place results"
         ],
     ]
+
+
+@pytest.mark.parametrize("indent", ["        ", "\t", " "])
+def test_an_indented_tag_output_log_reads_as_the_log(indent: str) -> None:
+    # `kubectl logs` of an MPIJob, as the aws-k8s-tester Go tests print it: every
+    # line indented before Open MPI's tag (real: nccl_unseen/awsk8stester-585).
+    plain = ncclparse.parse(EXAMPLE, name="x.log")
+    tagged = "".join(
+        f"{indent}[1,0]<stdout>:{line}" for line in EXAMPLE.read_text().splitlines(True)
+    )
+    result = ncclparse.parse(tagged, name="x.log")
+    assert result.measurements.equals(plain.measurements)
+    assert result.runs.equals(plain.runs)
 
 
 def test_markdown_table_paste() -> None:

@@ -259,7 +259,16 @@ NOISE_LINES = (
     "```",
     "$ mpirun -np 2 ./build/all_reduce_perf -b 8 -e 128M -f 2 -g 1",
 )
-PREFIXES = ("", "[1,0]<stdout>:", "[1,1]<stderr>:", " 0: ", "12: ", "[0] ", "[3] ")
+PREFIXES = (
+    "",
+    "[1,0]<stdout>:",
+    "        [1,0]<stdout>:",
+    "[1,1]<stderr>:",
+    " 0: ",
+    "12: ",
+    "[0] ",
+    "[3] ",
+)
 HOSTILE_TOKENS = (
     "nan",
     "NaN",

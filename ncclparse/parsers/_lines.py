@@ -69,7 +69,8 @@ dict_columns: Callable[..., list[Any]] | None = (
 # benchmark's output (schema.md: stripped before reading, `line` unchanged).
 _PREFIXES = re.compile(
     r"""^(?:
-        \[(?P<ompi>\d+,\d+)\]<std(?:out|err)>:[ ]?     # OpenMPI --tag-output
+        [ \t]*\[(?P<ompi>\d+,\d+)\]<std(?:out|err)>:[ ]?  # OpenMPI --tag-output,
+        # indented too: `kubectl logs` of an MPIJob, pasted (aws-k8s-tester #585)
       | \[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}     # ISO timestamps
         (?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?[ ]
       | [ ]*(?P<srun>\d+):[ ]                          # srun --label
@@ -80,7 +81,7 @@ _PREFIXES = re.compile(
 
 
 # What a launcher prefix starts with (each alternative of _PREFIXES).
-_PREFIX_FIRST = frozenset("[ 0123456789")
+_PREFIX_FIRST = frozenset("[ \t0123456789")
 
 
 class Line(NamedTuple):
