@@ -177,6 +177,53 @@ def test_an_indented_tag_output_log_reads_as_the_log(indent: str) -> None:
     assert result.runs.equals(plain.runs)
 
 
+def test_a_perf_word_in_other_output_is_no_command() -> None:
+    # libfabric's debug log registers an `ofi_hook_perf` provider: it read as an
+    # nccl-tests command, which closed the run before its table (real:
+    # nccl_unseen/repo-sparticlesteve-perlmutter_..., 3,000 such lines).
+    fabric = (
+        "libfabric:1680520:1726870657::core:core:ofi_register_provider():468<info> "
+        "registering provider: ofi_hook_perf (115.20)\n"
+    )
+    text = PREAMBLE.format(pid=100) + fabric + HEADER + ROW8.format(t="11.00") + FOOTER
+    result = ncclparse.parse(text)
+    runs = result.runs.to_pylist()
+    inferred = (
+        "line 1: collective not stated; inferred all_reduce from size/count ratio 1 "
+        "and checked in-place results"
+    )
+    assert [(r["status"], r["rows"], r["first_line"], r["warnings"]) for r in runs] == [
+        ("complete", 2, 1, [inferred])
+    ]
+    assert result.accounting["<string>"]["noise"] == 1
+
+
+def test_open_mpi_tags_glued_inside_a_row_are_removed() -> None:
+    # --tag-output tags each write(): a row printed in three pieces carries the tag
+    # twice more (real: nccl_unseen/repo-keitaw-p5_...).
+    row = ROW8.format(t="11.00")
+    pieces = row.split("      -1")[0] + "      -1"
+    rest = row[len(pieces) :]
+    out_place, in_place = (
+        rest[: rest.index("      0") + 7],
+        rest[rest.index("      0") + 7 :],
+    )
+    glued = f"[1,0]<stdout>:{pieces}[1,0]<stdout>:{out_place}[1,0]<stdout>:{in_place}"
+    tagged = "".join(
+        f"[1,0]<stdout>:{line}"
+        for line in (PREAMBLE.format(pid=100) + HEADER).splitlines(True)
+    )
+    result = ncclparse.parse(tagged + glued + "[1,0]<stdout>:" + FOOTER)
+    assert _rows(result, "placement", "time_us", "wrong") == [
+        ("out-of-place", 11.0, 0),
+        ("in-place", 10.0, 0),
+    ]
+    assert result.runs.to_pylist()[0]["warnings"] == [
+        "line 1: collective not stated; inferred all_reduce from size/count ratio 1 "
+        "and checked in-place results"
+    ]
+
+
 def test_markdown_table_paste() -> None:
     # Section 9: tables rendered as `a | b | c` with `\#` (real: mscclpp-736).
     text = (

@@ -119,6 +119,10 @@ def strip_prefix(text: str) -> tuple[str, str | None]:
             # carries the tag mid-line too (`-1[0]    1626.5`). A glued tag follows a
             # non-space; NCCL's own `host:pid:tid [0]` device tag follows a space.
             text = re.sub(rf"(?<=\S)\[{tag}\]", " ", text)
+        elif match.group("ompi") is not None and "]<std" in text:
+            # Open MPI's --tag-output does the same with its own tag (real:
+            # `-1[1,0]<stdout>:    85.14`, a p5 run with NCCL 2.20).
+            text = re.sub(rf"\[{re.escape(tag)}\]<std(?:out|err)>:", " ", text)
     return text, stream
 
 

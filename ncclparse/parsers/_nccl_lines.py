@@ -130,6 +130,17 @@ BINARY_NAMES = {
 }
 
 
+def benchmark_binary(text: str) -> str | None:
+    """The collective of the first nccl-tests binary ``text`` names
+    (``./build/all_reduce_perf_mpi``: all_reduce), or None. Other ``_perf`` words name
+    no benchmark: libfabric's debug log registers an ``ofi_hook_perf`` provider."""
+    for match in BINARY.finditer(text):
+        name = BINARY_NAMES.get(match.group("name"))
+        if name is not None:
+            return name
+    return None
+
+
 def nccl_code(code: int) -> str:
     """Decode NCCL_VERSION_CODE: major*10000+minor*100+patch since 2.9, else *1000."""
     if code >= 10000:

@@ -19,6 +19,7 @@ _NOISE = re.compile(
     | ^(?:srun|slurmstepd|sbatch|salloc|pyxis|enroot|mpirun|prterun|prte|orterun):\
     | ^\[[\w.\-]+:\d+\]\                             # Open MPI "[host:pid] ..."
     | \bUCX\ +(?:WARN|ERROR|INFO)\b
+    | ^libfabric:\d+:\d+:                            # libfabric's FI_LOG_LEVEL
     | ^PMIX\ ERROR | ^hwloc | ^Authorization\ required
     | ^-{5,}\s*$ | ^={5,}\s*$ | ^\*{5,}             # launcher banner boxes, rules
     | ^```                                           # Markdown code fences

@@ -38,7 +38,6 @@ from ._nccl_layout import (
 )
 from ._nccl_lines import (
     AVG,
-    BINARY,
     BINARY_NAMES,
     COMPILED,
     CUT_OWN,
@@ -59,6 +58,7 @@ from ._nccl_lines import (
     STRUCTURE_PREFIXES,
     TOOL_ERROR,
     VERSION,
+    benchmark_binary,
     is_rank_zero,
     maybe_noise,
     nccl_code,
@@ -183,9 +183,7 @@ class _Parser:
         run.command = command
         if "rccl-tests/" in command.partition("_perf")[0]:  # .../rccl-tests/build/
             run.tool = "rccl-tests"
-        match = BINARY.search(command)
-        if match and match.group("name") in BINARY_NAMES:
-            run.add_collective(BINARY_NAMES[match.group("name")])
+        run.add_collective(benchmark_binary(command))
 
     # --- lines ------------------------------------------------------------------
     def feed(self, line: Line) -> None:
@@ -347,7 +345,7 @@ class _Parser:
         if (
             not stripped.startswith("#")
             and "_perf" in stripped
-            and BINARY.search(stripped)
+            and benchmark_binary(stripped) is not None
             and is_command(stripped)
         ):
             self._command(state, line.number, stripped)
@@ -575,8 +573,6 @@ class _Parser:
         return "structure"
 
     def _command(self, state: StreamState, number: int, text: str) -> None:
-        if BINARY.search(text) is None:
-            return
         run = state.run
         if run is None or state.phase != "preamble" or state.openers or run.hosts:
             self.pending_command = (number, text)
