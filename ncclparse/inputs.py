@@ -641,9 +641,12 @@ class _Pipe(io.RawIOBase):
             os.close(fd)
 
 
-def load_measurements(path: str, filters: Filters | None = None) -> pa.Table:
+def load_measurements(
+    path: str, filters: Filters | None = None, *, jobs: int = 1
+) -> pa.Table:
     """Read one side: a Parquet/Arrow table, a history directory, or benchmark logs
-    (``filters`` select the files of a directory of logs).
+    (``filters`` select the files of a directory of logs; ``jobs`` worker processes
+    parse them, as :func:`ncclparse.parse_many`).
 
     Raises NcclParseError (InputError, SchemaError, UnknownLogFormatError) naming the
     input when it cannot be read.
@@ -672,7 +675,7 @@ def load_measurements(path: str, filters: Filters | None = None) -> pa.Table:
     errors = [e for e in items if isinstance(e, Exception)]
     if errors:
         raise errors[0]
-    result = parse_many(e for e in items if not isinstance(e, Exception))
+    result = parse_many((e for e in items if not isinstance(e, Exception)), jobs=jobs)
     if result.failures:
         raise result.failures[0]
     return result.measurements

@@ -15,6 +15,7 @@ import io
 import os
 import pickle
 import select
+import shutil
 import subprocess
 import sys
 import threading
@@ -242,6 +243,22 @@ def test_cli_jobs(small_chunks: None) -> None:
     analyzed = _csv(["-j", "1", *intel], "analyze")
     assert analyzed.count("\n") > 500
     assert _csv(["-j", "3", *intel], "analyze") == analyzed
+
+
+def test_compare_jobs(small_chunks: None, merges: list[int], tmp_path: Path) -> None:
+    sides = []
+    for name, logs in (("base", NCCL_LOGS[:12]), ("cand", NCCL_LOGS[12:24])):
+        (tmp_path / name).mkdir()
+        for log in logs:
+            shutil.copy(log, tmp_path / name / log.name)
+        sides.append(str(tmp_path / name))
+    one = CliRunner().invoke(cli, ["compare", "-j", "1", *sides, "--format", "json"])
+    assert merges == []
+    two = CliRunner().invoke(cli, ["compare", "-j", "2", *sides, "--format", "json"])
+    assert merges  # the worker path was taken
+    assert one.exit_code == two.exit_code == 0, one.output
+    assert two.stdout == one.stdout
+    assert '"verdict"' in one.stdout
 
 
 @pytest.mark.parametrize("value", ["0", "-1", "two", ""])

@@ -584,6 +584,7 @@ _COMPARE_SUFFIXES = {".json": "json", ".md": "md", ".html": "html", ".htm": "htm
     is_flag=True,
     help=f"Exit with status {EXIT_REGRESSION} when a size regressed.",
 )
+@JOBS
 def compare(
     baseline: str,
     candidate: str,
@@ -593,6 +594,7 @@ def compare(
     candidate_name: str | None,
     threshold: float,
     fail_on_regression: bool,
+    jobs: int,
 ) -> None:
     """Compare BASELINE with CANDIDATE size by size and give a verdict.
 
@@ -605,8 +607,8 @@ def compare(
     from ncclparse.inputs import load_measurements
     from ncclparse.storage import atomic_output
 
-    base_table = load_measurements(baseline)
-    cand_table = load_measurements(candidate)
+    base_table = load_measurements(baseline, jobs=jobs)
+    cand_table = load_measurements(candidate, jobs=jobs)
     found = run_compare(
         base_table,
         cand_table,
