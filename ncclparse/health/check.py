@@ -279,10 +279,10 @@ def unjudged(
 ) -> list[tuple[str, Remedy]]:
     """Why bandwidth cannot be judged in each block of one run's analysed ``rows``
     whose sweep stops short, and what would help: its largest size still
-    latency-bound, or no plateau reached (:func:`~ncclparse.health.verdict.
-    no_plateau`: still rising, too few sizes, not levelling off); empty when every
-    block reaches its plateau (``blocks``: the rows' blocks_of, if at hand). The
-    verdict's notes say the same in other words."""
+    latency-bound, or no plateau reached (:func:`no_plateau`: still rising, too few
+    sizes, not levelling off); empty when every block reaches its plateau
+    (``blocks``: the rows' blocks_of, if at hand). The verdict's notes say the same
+    in other words."""
     reasons: list[tuple[str, Remedy]] = []
     for key, block in column_blocks(columns_of(rows)) if blocks is None else blocks:
         judged = judged_of(block)
