@@ -405,6 +405,53 @@ def test_a_lone_peak_is_not_called_still_rising() -> None:
     assert any("busbw peaks at one size" in (note or "") for note in notes)
 
 
+def _verdict_of(log: Path) -> tuple[str, str]:
+    [case] = [c for c in check(ncclparse.parse_many([log]), DEFAULT_RULES).cases
+              if c.rule == "verdict"]  # fmt: skip
+    return case.status, case.message.split(": ", 1)[1]
+
+
+def test_a_single_rank_run_is_no_unverified_bandwidth() -> None:
+    # One rank moves no data: there is no plateau to reach, so "bandwidth not
+    # verified" (and "measure larger sizes") was a false alarm.
+    log = (
+        FIXTURES
+        / "nccl_unseen"
+        / ("nccltests-287b_alltoall_rtx5090_1gpu_wide_algbw_inplace_NA_complete.log")
+    )
+    assert _verdict_of(log) == (
+        "pass",
+        "NOTE efficiency unknown at 32 MiB: no hardware profile: pass --profile or "
+        "--intra-bw/--inter-bw; single rank: no data moves; no alpha-beta fit: fewer "
+        "than 3 distinct non-zero sizes, or a single rank",
+    )
+
+
+@pytest.mark.parametrize(
+    ("log", "why"),
+    [
+        # PingPong has no busbw factor: its plateau is read on algbw, as the fit's.
+        ("imb/imb_pingpong_sendrecv_np2.log",
+         "bandwidth not verified: exchange uint8 2 ranks: no plateau reached by the "
+         "largest size measured, 256 KiB (algbw is still rising there); pingpong "
+         "uint8 2 ranks: no plateau reached by the largest size measured, 256 KiB "
+         "(algbw is still rising there); measure larger sizes (e.g. IMB-MPI1 -msglog "
+         "28), or set [verdict] unjudged = \"skip\" in the rules file to accept a "
+         "sweep that stops short (latency only)"),
+        ("oneccl/v2021.14_bcast_np2.log",
+         "bandwidth not verified: broadcast float32 2 ranks root 0: no plateau "
+         "reached by the largest size measured, 2 MiB (busbw is still rising there); "
+         "measure larger sizes (e.g. benchmark -t 67108864), or set [verdict] "
+         'unjudged = "skip" in the rules file to accept a sweep that stops short '
+         "(latency only)"),
+    ],
+)  # fmt: skip
+def test_a_short_intel_sweep_names_its_tools_options(log: str, why: str) -> None:
+    # Before: "(busbw could not be computed)" for PingPong, and nccl-tests' -e 8G
+    # as the remedy for IMB and oneCCL sweeps.
+    assert _verdict_of(FIXTURES / log) == ("fail", why)
+
+
 # 4b. A GPU collective whose busbw collapses at some size ---------------------------
 
 # 64 MiB's time x f: 1261.6 us -> 4705.8 us (f 3.73) is busbw 67108864 B / 4705.8 us

@@ -68,19 +68,27 @@ from ncclparse.schema import BLOCK_KEYS, SERIES_KEYS
 __all__ = ["Case", "CheckResult", "Finding", "check", "error_result"]
 
 # How to accept a sweep that stops before the bandwidth plateau, said where it fails,
-# by what would let it be judged (verdict.Remedy): larger sizes, more sizes, neither.
+# by what would let it be judged (verdict.Remedy): larger sizes, more sizes, neither;
+# {larger} and {more}: the options of the run's tool that measure them.
 ACCEPT_UNJUDGED = (
-    'measure larger sizes (e.g. nccl-tests -e 8G), or set [verdict] unjudged = "skip" '
+    'measure larger sizes (e.g. {larger}), or set [verdict] unjudged = "skip" '
     "in the rules file to accept a sweep that stops short (latency only)"
 )
 ACCEPT_FEW_SIZES = (
-    "measure more sizes (e.g. nccl-tests -b 1M -e 8G -f 2), or set [verdict] "
+    "measure more sizes (e.g. {more}), or set [verdict] "
     'unjudged = "skip" in the rules file to accept a sweep that stops short'
 )
 ACCEPT_NO_PLATEAU = (
     'rerun it, or set [verdict] unjudged = "skip" in the rules file to accept a '
     "sweep without a plateau"
 )
+# (larger sizes, more sizes) by tool: nccl-tests' -b/-e/-f, IMB's -msglog
+# [min:]max (powers of two), the oneCCL benchmark's -f/-t element counts.
+_SWEEP_OPTIONS = {
+    "imb": ("IMB-MPI1 -msglog 28", "IMB-MPI1 -msglog 10:28"),
+    "oneccl-benchmark": ("benchmark -t 67108864", "benchmark -f 1 -t 67108864"),
+}
+_NCCL_SWEEP = ("nccl-tests -e 8G", "nccl-tests -b 1M -e 8G -f 2")
 
 
 @dataclass(frozen=True, slots=True)
@@ -245,7 +253,8 @@ def verdict_cases(
                 text = f"bandwidth not verified, accepted by {accepted}: {why}"
             else:
                 status = "fail"
-                text = f"bandwidth not verified: {why}; {_accept(short)}"
+                advice = _accept(short, facts.get("tool"))
+                text = f"bandwidth not verified: {why}; {advice}"
             # What was judged in the run's other blocks (the notes only repeat why),
             # first when it fails the run by itself.
             judged = [f"{f.label} {f.text}" for f in said if f.level != "info"]
@@ -266,12 +275,16 @@ def verdict_cases(
     return cases
 
 
-def _accept(short: list[tuple[str, Remedy]]) -> str:
-    """How to get, or accept, the judgement :func:`unjudged` says is missing."""
+def _accept(short: list[tuple[str, Remedy]], tool: str | None) -> str:
+    """How to get, or accept, the judgement :func:`unjudged` says is missing, with
+    the options of ``tool`` (the run's)."""
     remedies = {remedy for _, remedy in short}
+    larger, more = _SWEEP_OPTIONS.get(tool or "", _NCCL_SWEEP)
     if "larger" in remedies:
-        return ACCEPT_UNJUDGED
-    return ACCEPT_FEW_SIZES if "more" in remedies else ACCEPT_NO_PLATEAU
+        return ACCEPT_UNJUDGED.format(larger=larger)
+    if "more" in remedies:
+        return ACCEPT_FEW_SIZES.format(more=more)
+    return ACCEPT_NO_PLATEAU
 
 
 def unjudged(
@@ -286,8 +299,8 @@ def unjudged(
     reasons: list[tuple[str, Remedy]] = []
     for key, block in column_blocks(columns_of(rows)) if blocks is None else blocks:
         judged = judged_of(block)
-        if not len(judged):
-            continue
+        if not len(judged) or (judged["nranks"] == 1).all():
+            continue  # a single rank moves no data: nothing to verify
         label = series_label(dict(zip(BLOCK_KEYS, key, strict=True)))
         largest = judged.row(-1)
         size = format_bytes(largest["size_bytes"])

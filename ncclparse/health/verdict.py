@@ -66,6 +66,7 @@ JUDGED_COLUMNS = (
     "time_max_us",
     "wrong",
     "wrong_kind",
+    "time_us",
     "busbw_calc_gbps",
     "busbw_mismatch",
     "ideal_busbw_gbps",
@@ -464,18 +465,23 @@ Remedy = Literal["larger", "more", "none"]
 def no_plateau(rows: Columns) -> tuple[str, Remedy]:
     """Why the judged rows of a block (:func:`judged`, by size) hold no plateau
     (sizes within 10 % of the peak, the fit's: docs/efficiency.md), and the remedy.
-    Sizes are read by their median busbw."""
+    Sizes are read by their median busbw, or algbw (size over time, as the fit
+    reads it) where no busbw is computed: IMB PingPong has no busbw factor."""
     sizes = rows["size_bytes"].astype(np.int64)
-    busbw = rows["busbw_calc_gbps"].astype(float)
+    word, bandwidth = "busbw", rows["busbw_calc_gbps"].astype(float)
+    if not (bandwidth > 0).any():
+        with np.errstate(divide="ignore", invalid="ignore"):
+            algbw = sizes / rows["time_us"].astype(float) / 1e3  # bytes/µs to GB/s
+        word, bandwidth = "algbw", np.where(np.isfinite(algbw), algbw, np.nan)
     distinct, index = np.unique(sizes, return_inverse=True)
     medians = np.full(len(distinct), np.nan)
     for at in range(len(distinct)):
-        values = busbw[index == at]
+        values = bandwidth[index == at]
         values = values[~np.isnan(values)]
         if len(values):
             medians[at] = np.median(values)
-    if np.isnan(medians).all():
-        return "busbw could not be computed", "none"
+    if not (medians > 0).any():
+        return "bandwidth could not be computed", "none"
     if len(distinct) < MIN_SIZES:
         many = "1 size" if len(distinct) == 1 else f"{len(distinct)} sizes"
         return (
@@ -483,16 +489,16 @@ def no_plateau(rows: Columns) -> tuple[str, Remedy]:
             "more",
         )
     if medians[-1] > STILL_RISING * medians[-2]:
-        return "busbw is still rising there", "larger"
+        return f"{word} is still rising there", "larger"
     peak = int(np.nanargmax(medians))
     if (medians >= PLATEAU * medians[peak]).sum() < 2:
         return (
-            f"busbw peaks at {format_bytes(int(distinct[peak]))}, "
+            f"{word} peaks at {format_bytes(int(distinct[peak]))}, "
             f"{format_gbps(float(medians[peak]))}, and no other size comes within "
             f"{(1 - PLATEAU) * 100:.0f} % of it",
             "none",
         )
-    return "busbw does not level off", "none"
+    return f"{word} does not level off", "none"
 
 
 def _figures(
