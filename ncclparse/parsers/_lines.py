@@ -73,6 +73,10 @@ _PREFIXES = re.compile(
         # indented too: `kubectl logs` of an MPIJob, pasted (aws-k8s-tester #585)
       | \[?\d{4}-\d{2}-\d{2}[T ]\d{2}:\d{2}:\d{2}     # ISO timestamps
         (?:[.,]\d+)?(?:Z|[+-]\d{2}:?\d{2})?\]?[ ]
+      | (?:Mon|Tue|Wed|Thu|Fri|Sat|Sun)[ ]                # Open MPI --timestamp-output:
+        (?:Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec)  # ctime(), the tag after it
+        [ ]{1,2}\d{1,2}[ ]\d{2}:\d{2}:\d{2}[ ]\d{4}
+      | \d{2}:\d{2}:\d{2}[ ]{2}                        # Jenkins Timestamper
       | [ ]*(?P<srun>\d+):[ ]                          # srun --label
       | \[(?P<rank>\d+)\][ ]                          # MPICH / Intel MPI -prepend-rank
     )""",
@@ -81,7 +85,7 @@ _PREFIXES = re.compile(
 
 
 # What a launcher prefix starts with (each alternative of _PREFIXES).
-_PREFIX_FIRST = frozenset("[ \t0123456789")
+_PREFIX_FIRST = frozenset("[ \t0123456789MTWFS")
 
 
 class Line(NamedTuple):
