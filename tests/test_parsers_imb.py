@@ -602,3 +602,20 @@ def test_timestamp_prefixes_are_stripped(
     rows = _parse(FIXTURES / "imb" / f"{name}.log").measurements.to_pylist()
     assert [r["reported_bytes"] for r in rows] == sizes
     assert rows[-1]["time_us"] == last
+
+
+def test_imb_before_2018_rates_are_mebibytes() -> None:
+    # IMB 4.0: 4194304 B / 1082.94 us = 3873.1 MB/s, printed 3693.63 (2^20 B/s).
+    # IMB 2018 on divides by 10^6: their rates are kept as they are (below).
+    name = "imb_azure-docs_pingpong_v4.0_mebibyte_rates_np2.log"
+    result = _parse(FIXTURES / "imb" / name)
+    last = result.measurements.to_pylist()[-1]
+    assert last["time_us"] == 1082.94
+    assert last["algbw_gbps"] == pytest.approx(3693.63 * 1.048576 / 1000, rel=1e-12)
+    assert last["algbw_gbps"] == pytest.approx(4194304 / 1082.94 / 1000, rel=2e-4)
+    assert result.runs.to_pylist()[0]["warnings"][0] == (
+        "line 35: Mbytes/sec printed in 2^20 bytes/s (IMB before 2018: X/1.048576/t, "
+        "as the rates and times show): algbw_gbps converted to 10^9 bytes/s"
+    )
+    decimal = _parse(FIXTURES / "imb" / "imb_pingpong_sendrecv_np2.log")
+    assert not any("2^20" in w for r in decimal.runs.to_pylist() for w in r["warnings"])

@@ -21,7 +21,8 @@ such line, so its launches that end with a whole line and no error are ``complet
 with a warning saying so. IMB prints no algbw/busbw for collectives (left null); the
 point-to-point ``Mbytes/sec`` (10^6 bytes/s, IMB's own throughput: X/t for PingPong
 and PingPing, 2X/t for Sendrecv, 4X/t for Exchange) is kept in ``algbw_gbps``
-divided by 1000. Columns without a schema column (``t_ovrl``, ``t_CPU``,
+divided by 1000; IMB before 2018 printed it in 2^20 bytes/s, converted (a warning
+says so) when the rates and times show it. Columns without a schema column (``t_ovrl``, ``t_CPU``,
 ``overlap[%]``, ``Msg/sec``, ...) are named in the run's warnings; ``defects`` above
 IMB's tolerance are errors of the run.
 Uniband and Biband print no time, and ``time_us`` is never derived: their rows are
@@ -30,7 +31,9 @@ not read, each named in warnings.
 
 from __future__ import annotations
 
+import math
 import re
+import statistics
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -117,6 +120,10 @@ _COLUMNS = {
 # Printed columns that have no schema column: named once per run in warnings.
 _NOT_KEPT = ("t_ovrl[usec]", "t_CPU[usec]", "overlap[%]")
 _MBYTES_PER_GB = 1000.0
+# IMB before 2018 printed Mbytes/sec in 2^20 bytes/s (X/1.048576/t); IMB 2018 on in
+# 10^6 (IMB_output.c: MEGA = 1/1e6). The version is not always printed: the rates
+# themselves tell (_binary_megabytes).
+_MIB_PER_MB = 1.048576
 
 _TITLE = re.compile(r"Intel\s?\(R\) MPI Benchmarks?(?: Suite)? V?([\d.]+)", re.ASCII)
 _PART = re.compile(r",\s*([\w-]{1,40} part)\b", re.ASCII)
@@ -558,6 +565,34 @@ class _Parser:
                 run.status = status
                 run.params = {**launch.params, **(key.params() if key else {})}
                 run.nnodes = len({h for h in run.hosts if h is not None}) or None
+                if run.spill is None and _binary_megabytes(run):
+                    _to_decimal_megabytes(run)
+
+
+def _binary_megabytes(run: Run) -> bool:
+    """Whether the run's Mbytes/sec are 2^20 bytes/s. A rate over bytes/time (of the
+    slowest rank, as IMB divides) is 1, 2 or 4 (PingPong, Sendrecv, Exchange) times
+    1 in 10^6 units and 1/1.048576 in 2^20 ones; rates and times of 4 significant
+    digits or more decide (the two units are 4.9 % apart)."""
+    ratios = []
+    for row in run.rows:
+        rate, size = row.get("algbw_gbps"), row.get("reported_bytes")
+        time = row.get("time_max_us") or row.get("time_us")
+        if rate and size and time and rate >= 0.01 and time >= 10:
+            ratio = rate * _MBYTES_PER_GB / (size / time)
+            ratios.append(ratio / 2 ** round(math.log2(ratio)))
+    return bool(ratios) and abs(statistics.median(ratios) * _MIB_PER_MB - 1) < 0.005
+
+
+def _to_decimal_megabytes(run: Run) -> None:
+    rows = [row for row in run.rows if row.get("algbw_gbps") is not None]
+    for row in rows:
+        row["algbw_gbps"] *= _MIB_PER_MB
+    run.warn(
+        rows[0]["line"],
+        "Mbytes/sec printed in 2^20 bytes/s (IMB before 2018: X/1.048576/t, as the "
+        "rates and times show): algbw_gbps converted to 10^9 bytes/s",
+    )
 
 
 # The parser contract (ncclparse.parsers.Parser): runs reach emit at the end.
