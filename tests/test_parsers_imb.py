@@ -619,3 +619,14 @@ def test_imb_before_2018_rates_are_mebibytes() -> None:
     )
     decimal = _parse(FIXTURES / "imb" / "imb_pingpong_sendrecv_np2.log")
     assert not any("2^20" in w for r in decimal.runs.to_pylist() for w in r["warnings"])
+
+
+def test_a_data_check_error_fails_the_run() -> None:
+    # `1: Error Ireduce_scatter_pure,size = 4`: a -DCHECK build found wrong data
+    # (IMB_chk_diff.c). It was an unrecognised line of a truncated run.
+    name = "imb_gh-imb-51_nbc_ireduce_scatter_check_error_np2_fragment.log"
+    [run] = _parse(FIXTURES / "imb" / name).runs.to_pylist()
+    assert (run["status"], run["errors"]) == (
+        "failed",
+        ["line 35: Error Ireduce_scatter_pure,size = 4"],
+    )

@@ -22,9 +22,10 @@ with a warning saying so. IMB prints no algbw/busbw for collectives (left null);
 point-to-point ``Mbytes/sec`` (10^6 bytes/s, IMB's own throughput: X/t for PingPong
 and PingPing, 2X/t for Sendrecv, 4X/t for Exchange) is kept in ``algbw_gbps``
 divided by 1000; IMB before 2018 printed it in 2^20 bytes/s, converted (a warning
-says so) when the rates and times show it. Columns without a schema column (``t_ovrl``, ``t_CPU``,
-``overlap[%]``, ``Msg/sec``, ...) are named in the run's warnings; ``defects`` above
-IMB's tolerance are errors of the run.
+says so) when the rates and times show it. Columns without a schema column
+(``t_ovrl``, ``t_CPU``, ``overlap[%]``, ``Msg/sec``, ...) are named in the run's
+warnings; ``defects`` above IMB's tolerance, and a -DCHECK build's ``Error`` lines,
+are errors of the run.
 Uniband and Biband print no time, and ``time_us`` is never derived: their rows are
 not read, each named in warnings.
 """
@@ -150,7 +151,12 @@ _PARAM = re.compile(r"^# ([A-Za-z_][\w ]*?)\s*:\s*(.*?)\s*$", re.ASCII)
 _FOOTER = "# All processes entering MPI_Finalize"
 _LIST = "List of Benchmarks to run"
 _NUMBER = re.compile(r"^-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?$", re.ASCII)
-_ERROR = re.compile(r"^ERROR|^Invalid benchmark name|^Try \"IMB-\S+ -help\"", re.ASCII)
+# The last: a -DCHECK build's data check, `<rank>: Error <name>,size = <n>,sample #<k>`
+# (IMB_chk_diff.c); the rank and its colon read as a launcher label before here.
+_ERROR = re.compile(
+    r"^ERROR|^Invalid benchmark name|^Try \"IMB-\S+ -help\"|^Error \S+,size = \d",
+    re.ASCII,
+)
 
 # A -DCHECK build's `defects` above this fail the benchmark in IMB (TOL in
 # src_c/IMB_declare.h, IMB 2021.11).
