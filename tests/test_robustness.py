@@ -157,8 +157,8 @@ def check_accounting(result: ncclparse.ParseResult, name: str, lines: int) -> No
 
 _SPLIT = re.compile(r"[\s|,;:\[\]{}\"=()]+")
 # Unit conversions a parser may apply to a printed number: E0 nccl-tests printed ms,
-# IMB prints MB/s, oneCCL prints us.
-_FACTORS = (1.0, 1000.0, 1e-3)
+# IMB prints MB/s (of 2^20 bytes before 2018), oneCCL prints us.
+_FACTORS = (1.0, 1000.0, 1e-3, 1.048576e-3)
 
 
 def _numbers(text: str) -> list[float]:

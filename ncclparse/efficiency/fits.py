@@ -15,7 +15,8 @@ parameter is read from the part of the sweep it governs (a segmented fit):
 
 Each comes with its spread (the lowest and highest value of the sizes it was read
 from). A row's regime comes from its measured time: latency-bound when alpha is at
-least half of it. Vectorized over series (bincount, sorted group medians): no
+least half of it, and every size of a series where none is bandwidth-bound (no beta,
+no model time). Vectorized over series (bincount, sorted group medians): no
 per-series Python loop.
 """
 
@@ -157,6 +158,10 @@ def fit_series(
         latency_share = alpha_r / y
     known = ~np.isnan(model) & (x > 0)
     regime = np.where(known, np.where(latency_share >= 0.5, 0, 1), -1)
+    # A series where no size is bandwidth-bound (n/beta < alpha for all: beta not
+    # measured) has no model time, yet every size of it is latency-bound.
+    flat = _spread((valid & ~measured).astype(np.float64), gid, rows, x.shape) > 0
+    regime = np.where(flat & (x > 0), 0, regime)
     row_alg = np.where(x > 0, x / y, np.nan)
     peak_r = _spread(np.where(valid, peak, np.nan), gid, rows, x.shape)
     plateau_row = (reached_r > 0) & (row_alg >= PLATEAU * peak_r) & known

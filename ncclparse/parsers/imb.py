@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import math
 import re
-import statistics
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -123,8 +122,15 @@ _NOT_KEPT = ("t_ovrl[usec]", "t_CPU[usec]", "overlap[%]")
 _MBYTES_PER_GB = 1000.0
 # IMB before 2018 printed Mbytes/sec in 2^20 bytes/s (X/1.048576/t); IMB 2018 on in
 # 10^6 (IMB_output.c: MEGA = 1/1e6). The version is not always printed: the rates
-# themselves tell (_binary_megabytes).
+# themselves tell (_megabytes_unit).
 _MIB_PER_MB = 1.048576
+_UNIT_TOLERANCE = 0.012
+# Rows with a rate held back while the unit is unknown, at most (then 10^6 is taken).
+_UNDECIDED_ROWS = 64
+_MIB_NOTE = (
+    "Mbytes/sec printed in 2^20 bytes/s (IMB before 2018: X/1.048576/t, as the rates "
+    "and times show): algbw_gbps converted to 10^9 bytes/s"
+)
 
 _TITLE = re.compile(r"Intel\s?\(R\) MPI Benchmarks?(?: Suite)? V?([\d.]+)", re.ASCII)
 _PART = re.compile(r",\s*([\w-]{1,40} part)\b", re.ASCII)
@@ -215,6 +221,39 @@ class _Launch:
         self.footer = False
         self.in_command = False
         self.last_complete = True
+        # The unit of Mbytes/sec (True: 2^20 bytes/s), once a row tells; until then
+        # the rows with a rate wait here, with their run (_megabytes_unit).
+        self.mib: bool | None = None
+        self.waiting: list[tuple[Run, dict[str, Any]]] = []
+        self.converted = False
+
+    def add_row(self, run: Run, row: dict[str, Any]) -> None:
+        """Add ``row`` to ``run``, in source order, its rate in 10^6 bytes/s: rows
+        with a rate wait until one tells the unit (at most _UNDECIDED_ROWS)."""
+        if self.mib is None and row.get("algbw_gbps") is not None:
+            self.mib = _megabytes_unit(row)
+            self.waiting.append((run, row))
+            if self.mib is not None or len(self.waiting) >= _UNDECIDED_ROWS:
+                self.flush()
+            return
+        self.flush()
+        self._add(run, row)
+
+    def flush(self) -> None:
+        """Add the waiting rows, in 10^6 bytes/s if no row told the unit."""
+        if self.waiting and self.mib is None:
+            self.mib = False
+        waiting, self.waiting = self.waiting, []
+        for run, row in waiting:
+            self._add(run, row)
+
+    def _add(self, run: Run, row: dict[str, Any]) -> None:
+        if self.mib and row.get("algbw_gbps") is not None:
+            row["algbw_gbps"] *= _MIB_PER_MB
+            if not self.converted:  # the launch's runs share their warnings
+                run.warn(row["line"], _MIB_NOTE)
+                self.converted = True
+        run.add_row(row)
 
     @property
     def runs(self) -> list[Run]:
@@ -478,7 +517,7 @@ class _Parser:
                 f"{printed} only; time_us cannot be null): row not read",
             )
             return "warned"
-        run.add_row(self._measurement(launch, run, section, number, values))
+        launch.add_row(run, self._measurement(launch, run, section, number, values))
         return "measurement"
 
     @staticmethod
@@ -553,6 +592,7 @@ class _Parser:
     def finish(self) -> None:
         self._close()
         for launch in self.launches:
+            launch.flush()
             status: RunStatus
             if launch.failure:
                 status = "failed"
@@ -571,34 +611,23 @@ class _Parser:
                 run.status = status
                 run.params = {**launch.params, **(key.params() if key else {})}
                 run.nnodes = len({h for h in run.hosts if h is not None}) or None
-                if run.spill is None and _binary_megabytes(run):
-                    _to_decimal_megabytes(run)
 
 
-def _binary_megabytes(run: Run) -> bool:
-    """Whether the run's Mbytes/sec are 2^20 bytes/s. A rate over bytes/time (of the
+def _megabytes_unit(row: dict[str, Any]) -> bool | None:
+    """Whether the row's Mbytes/sec is in 2^20 bytes/s (True) or 10^6 (False), or
+    None when its figures are too coarse to tell. Its rate over bytes/time (of the
     slowest rank, as IMB divides) is 1, 2 or 4 (PingPong, Sendrecv, Exchange) times
-    1 in 10^6 units and 1/1.048576 in 2^20 ones; rates and times of 4 significant
-    digits or more decide (the two units are 4.9 % apart)."""
-    ratios = []
-    for row in run.rows:
-        rate, size = row.get("algbw_gbps"), row.get("reported_bytes")
-        time = row.get("time_max_us") or row.get("time_us")
-        if rate and size and time and rate >= 0.01 and time >= 10:
-            ratio = rate * _MBYTES_PER_GB / (size / time)
-            ratios.append(ratio / 2 ** round(math.log2(ratio)))
-    return bool(ratios) and abs(statistics.median(ratios) * _MIB_PER_MB - 1) < 0.005
-
-
-def _to_decimal_megabytes(run: Run) -> None:
-    rows = [row for row in run.rows if row.get("algbw_gbps") is not None]
-    for row in rows:
-        row["algbw_gbps"] *= _MIB_PER_MB
-    run.warn(
-        rows[0]["line"],
-        "Mbytes/sec printed in 2^20 bytes/s (IMB before 2018: X/1.048576/t, as the "
-        "rates and times show): algbw_gbps converted to 10^9 bytes/s",
-    )
+    1 in 10^6 units, times 1/1.048576 in 2^20 ones: 4.9 % apart, and rates from
+    1 MB/s and times from 1 us, printed with 2 decimals, are within 1.2 %."""
+    rate, size = row.get("algbw_gbps"), row.get("reported_bytes")
+    time = row.get("time_max_us") or row.get("time_us")
+    if not (rate and size and time) or rate < 0.001 or time < 1:
+        return None
+    ratio = rate * _MBYTES_PER_GB / (size / time)
+    ratio /= 2 ** round(math.log2(ratio))
+    if abs(ratio * _MIB_PER_MB - 1) < _UNIT_TOLERANCE:
+        return True
+    return False if abs(ratio - 1) < _UNIT_TOLERANCE else None
 
 
 # The parser contract (ncclparse.parsers.Parser): runs reach emit at the end.
