@@ -335,6 +335,24 @@ def test_a_short_sweep_is_not_a_bandwidth_pass(size: int, why: str) -> None:
     assert result.passed
 
 
+def test_a_latency_only_sweep_is_judged_by_the_latency_rule() -> None:
+    # 8 B to 512 B: no size is bandwidth-bound, so the fit has no beta and no model
+    # time. Its sizes had no regime and the latency rule (latency-bound sizes up to
+    # 1 MiB) skipped the only thing the run measured.
+    parsed = ncclparse.parse(io.StringIO(_up_to(512)), name="short.log")
+    rows = analyze(parsed.measurements, None, parsed.runs).rows
+    assert set(rows.column("regime").to_pylist()) == {"latency-bound"}
+    latency = [(c.status, c.message) for c in check(parsed, DEFAULT_RULES).cases
+               if c.rule == "latency"]  # fmt: skip
+    shape = "all_reduce float32 sum {} 16 ranks on 2 nodes"
+    assert latency == [
+        ("pass", f"short.log run 0 ({HOSTS}) {shape.format('out-of-place')}: 7 "
+         "sizes within 1 ms (worst 136 µs)"),
+        ("pass", f"short.log run 0 ({HOSTS}) {shape.format('in-place')}: 7 sizes "
+         "within 1 ms (worst 124 µs)"),
+    ]  # fmt: skip
+
+
 def test_a_short_sweep_fails_the_command(runner: CliRunner, tmp_path: Path) -> None:
     log = tmp_path / "short.log"
     log.write_text(_up_to(2**20))
