@@ -17,7 +17,15 @@ from typing import Any, cast
 import pytest
 
 import ncclparse
-from ncclparse.parsers import PARSERS, SNIFF_LINES, _lines, imb, oneccl, oneccl_csv
+from ncclparse.parsers import (
+    PARSERS,
+    SNIFF_LINES,
+    _impi,
+    _lines,
+    imb,
+    oneccl,
+    oneccl_csv,
+)
 from tests.conftest import string_lists
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -145,6 +153,38 @@ def test_impi_pinning_table_gives_hosts() -> None:
     runs = _parse(FIXTURES / "oneccl" / "v2021.14_impi_debug5_np2.log").runs
     assert runs.column("hosts").to_pylist() == [["vm", "vm"]]
     assert runs.column("nnodes").to_pylist() == [1]
+
+
+def test_impi_rank_map_and_prot_table_give_hosts() -> None:
+    # `(192.168.0.1:0)` (-print-rank-map), then -prot's node table, whose names win.
+    runs = _parse(
+        FIXTURES / "oneccl" / "xft-erdma_allreduce_impi_rank_map_prot_np2.log"
+    )
+    [run] = runs.runs.to_pylist()
+    assert (run["hosts"], run["nnodes"]) == (
+        ["iZ2ze2krbyeyuro5gcr1uiZ", "iZ2zeb3qtvacqss8re3pcrZ"],
+        2,
+    )
+    assert run["warnings"] == [
+        "line 1: unrecognised line: '$ mpirun -print-rank-map -prot -n 4 -ppn 1 -hosts "
+        "192.168.0.1,192.168.0.2 ./_ins'"
+    ]
+
+
+@pytest.mark.parametrize(
+    ("line", "hosts"),
+    [
+        ("(node7:0,1,4-5)", [(0, "node7"), (1, "node7"), (4, "node7"), (5, "node7")]),
+        ("     3 | n3 | 10.0.0.3 | 6-7", [(6, "n3"), (7, "n3")]),
+        ("(node7:0-999999)", []),  # a hostile range: not expanded
+        ("    ID |  0  1", []),
+        ("     0 | verbs;ofi_rxm verbs;ofi_rxm ", []),
+    ],
+)
+def test_impi_rank_map_lines(line: str, hosts: list[tuple[int, str]]) -> None:
+    mpi = _impi.classify(line)
+    assert mpi is not None
+    assert (mpi.kind, list(mpi.rank_hosts)) == ("noise", hosts)
 
 
 def test_check_failure_is_failed_with_messages() -> None:

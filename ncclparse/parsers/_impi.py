@@ -24,6 +24,17 @@ _BOX_TEXT = re.compile(r"^=\s+(\S.*?)\s*$")
 _SIGNAL = re.compile(r"KILLED BY SIGNAL: (\d{1,9})|EXIT CODE: (\d{1,9})")
 # MPI_Abort and fatal MPI errors: `Abort(1) on node 0 (rank 0 in comm 0): ...`.
 _ABORT = re.compile(r"^Abort\(\d+\)|^Fatal error in ")
+# mpirun -print-rank-map: `(<host>:<ranks>)`, ranks `0,1` or `0-3`; -prot: the node
+# table `<id> | <node name> | <ip> | <ranks>` (its `ID | ...` header), then the
+# provider matrix `<id> | <provider> <provider> ...`.
+_RANKS = r"\d{1,6}(?:[-,]\d{1,6})*"
+_RANK_MAP = re.compile(rf"^\((?P<host>[^\s():,]+):(?P<ranks>{_RANKS})\)\s*$")
+_NODE_ROW = re.compile(
+    rf"^\s*\d{{1,6}} \| +(?P<host>\S+) \| +\S+ \| +(?P<ranks>{_RANKS})\s*$"
+)
+_PROT_ROW = re.compile(r"^\s*(?:ID|\d{1,6}) \|")
+# Ranks one line may name (a hostile `0-999999` range is not expanded).
+_MAX_RANKS = 1 << 16
 
 
 @dataclass(frozen=True, slots=True)
@@ -33,7 +44,8 @@ class MpiLine:
     kind: str  # "noise" or "error" (LINE_KINDS)
     message: str | None = None  # for errors: the text to keep in runs.errors
     failure: bool = False  # the run failed (not merely interrupted)
-    rank_host: tuple[int, str] | None = None  # from the pinning table
+    # (rank, host) pairs: the I_MPI_DEBUG pinning table, -print-rank-map, -prot.
+    rank_hosts: tuple[tuple[int, str], ...] = ()
     library_version: str | None = None
 
 
@@ -44,11 +56,20 @@ def classify(text: str) -> MpiLine | None:
         library = _LIBRARY.match(text)
         return MpiLine(
             "noise",
-            rank_host=(int(pin.group(1)), pin.group(2)) if pin else None,
+            rank_hosts=((int(pin.group(1)), pin.group(2)),) if pin else (),
             library_version=library.group(1) if library else None,
         )
     # The first character settles most lines (every one, for the patterns below).
     first = text[:1]
+    if first == "(" or (first == " " and " | " in text) or text.startswith("ID |"):
+        placed = _RANK_MAP.match(text) or _NODE_ROW.match(text)
+        if placed:
+            ranks = _ranks(placed.group("ranks"))
+            return MpiLine(
+                "noise", rank_hosts=tuple((r, placed["host"]) for r in ranks)
+            )
+        if _PROT_ROW.match(text):
+            return MpiLine("noise")
     if (first == "[" and _LAUNCHER.match(text)) or (
         first == "=" and _BOX_EDGE.match(text)
     ):
@@ -73,3 +94,15 @@ def classify(text: str) -> MpiLine | None:
     if killed is not None:
         return MpiLine("error", killed.message, killed.failure)
     return None
+
+
+def _ranks(text: str) -> list[int]:
+    """``0,1,4-7`` as ranks; none past _MAX_RANKS of them."""
+    ranks: list[int] = []
+    for part in text.split(","):
+        low, _, high = part.partition("-")
+        first, last = int(low), int(high or low)
+        if last < first or len(ranks) + last - first >= _MAX_RANKS:
+            return []
+        ranks.extend(range(first, last + 1))
+    return ranks

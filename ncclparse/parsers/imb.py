@@ -355,9 +355,8 @@ class _Parser:
             launch.failure = launch.failure or mpi.failure
             if mpi.library_version:
                 launch.first.library_version = mpi.library_version
-            if mpi.rank_host is not None:
-                rank, host = mpi.rank_host
-                hosts = launch.first.hosts  # shared by the launch's runs
+            hosts = launch.first.hosts  # shared by the launch's runs
+            for rank, host in mpi.rank_hosts:
                 hosts.extend([None] * (rank + 1 - len(hosts)))
                 hosts[rank] = host
             return mpi.kind

@@ -323,10 +323,10 @@ class _Parser:
         if mpi.message is not None:
             run.error(number, mpi.message)
         self.failure = self.failure or mpi.failure
-        if mpi.rank_host is not None:
-            rank, host = mpi.rank_host
+        for rank, host in mpi.rank_hosts:
             run.hosts.extend([None] * (rank + 1 - len(run.hosts)))
             run.hosts[rank] = host
+        if mpi.rank_hosts:
             run.nnodes = len({h for h in run.hosts if h is not None})
         return mpi.kind
 
