@@ -1,7 +1,7 @@
 """The report's per-size tables, multi-run overview, title and run numbering (issue 16).
 
 Values are the logs' own: the H100 example (examples/), a nccl-tests ``-I 1`` log with
-per-iteration columns, and the oneCCL fixtures (86 logs, 87 runs, 102 series).
+per-iteration columns, and the oneCCL fixtures (87 logs, 88 runs, 103 series).
 """
 
 from __future__ import annotations
@@ -152,16 +152,16 @@ def test_overview_lists_every_series_with_links(
     oneccl: tuple[ReportContext, str],
 ) -> None:
     context, html = oneccl
-    assert (len(context.runs), len(context.overview)) == (87, 102)
+    assert (len(context.runs), len(context.overview)) == (88, 103)
     page = Page(html)
     assert page.sections[:2] == ["overview", "run1"]
     overview = _section(html, "overview")
-    assert Page(overview).rows["overview verdicts"] == 102
+    assert Page(overview).rows["overview verdicts"] == 103
     ids = set(re.findall(r' id="([^"]+)"', html))
     links = re.findall(r'href="#([^"]+)"', overview)
     assert set(links) <= ids
     # Each series twice: the table's run cell and its small multiple's title.
-    assert len([link for link in links if link.startswith("run")]) == 2 * 102
+    assert len([link for link in links if link.startswith("run")]) == 2 * 103
     text = Page(overview).all_text
     assert (
         f"i NOTE v2021.14_allgather_np4.log (run 0) all_gather float32 4 ranks 4 {DASH} "
@@ -201,7 +201,7 @@ def test_many_series_get_small_multiples_not_charts_each(
     assert [c.title for c in context.small_multiples] == [
         "all_gather: 2 series",
         "all_gather_v: 5 series",
-        "all_reduce: 66 series",
+        "all_reduce: 67 series",
         "alltoall: 3 series",
         "alltoallv: 1 series",
         "broadcast: 5 series",
