@@ -215,8 +215,8 @@ def test_logs_without_busbw_get_it_recomputed_and_the_chart_picks_the_worst(
     runner: CliRunner, tmp_path: Path
 ) -> None:
     """oneCCL prints no busbw: it is size x factor / median time (a real oneCCL log
-    against its own table with time_us doubled). The real directory of 76 oneCCL logs
-    (48 series) against itself: the chart draws 7 of them and says so."""
+    against its own table with time_us doubled). The real directory of 77 oneCCL logs
+    (49 series) against itself: the chart draws 7 of them and says so."""
     oneccl = derive.FIXTURES / "oneccl"
     table = ncclparse.parse_many(
         [oneccl / "v2021.14_allreduce_f32_np4.log"]
@@ -239,8 +239,8 @@ def test_logs_without_busbw_get_it_recomputed_and_the_chart_picks_the_worst(
     result = runner.invoke(cli, ["compare", str(oneccl), str(oneccl), "-o", str(page)])
     assert result.exit_code == 0, result.output
     html = page.read_text()
-    assert "(77 runs of 76 logs)" in html
-    assert "The chart draws the\n7 of 48 series that lost the most" in html
+    assert "(78 runs of 77 logs)" in html
+    assert "The chart draws the\n7 of 49 series that lost the most" in html
 
 
 def test_without_a_busbw_factor_the_chart_is_the_change_alone() -> None:
