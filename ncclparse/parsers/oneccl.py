@@ -24,6 +24,7 @@ from . import _impi
 from ._lines import Line, mentions
 from ._model import Run, parse_at_end
 from ._nccl_layout import is_count
+from ._noise import is_command
 from ._sizes import REDUCING, oneccl_size_bytes
 from ._table_row import NUMBER, PLAIN_ROW, table_row_values
 
@@ -95,6 +96,8 @@ _LIBRARY_NOISE = re.compile(
 )
 _OPTION = re.compile(r"^  ([A-Za-z_][\w ]*?):(?:\s+(.*?))?\s*$", re.ASCII)
 _ARG = re.compile(r"^arg (\d{1,6}): (.*)$", re.ASCII)
+# The benchmark's binary in a shell command line (`$ mpirun ... ./benchmark`).
+_BINARY = re.compile(r"(?:^|[\s/])benchmark(?:\s|$)", re.ASCII)
 _SECTION = re.compile(r"^(datatype|dtype|reduction): (\S+)\s*$", re.ASCII)
 _BANNER = re.compile(r"^#-{20,}$", re.ASCII)
 _BENCHMARKING = re.compile(r"^# Benchmarking: (.*)$", re.ASCII)
@@ -316,6 +319,12 @@ class _Parser:
             run.error(number, stripped)
             self.failure = True
             return "error"
+        if _BINARY.search(stripped) and is_command(stripped):
+            # The shell line that ran the benchmark, pasted with its output: the
+            # command, unless the benchmark's own `arg N:` list gives it.
+            if run.command is None:
+                run.command = stripped
+            return "noise"
         run.warn(number, f"unrecognised line: {stripped[:80]!r}")
         return "warned"
 
