@@ -16,6 +16,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -713,6 +714,93 @@ def test_an_interruption_fails_the_outputs(
     assert result.exit_code == 1  # click: "Aborted!"
     assert json.loads(out["json"].read_text())["error"] == "interrupted"
     assert "ncclparse_check_passed 0\n" in out["prom"].read_text()
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGHUP])
+def test_a_termination_fails_the_outputs_then_ends_by_its_signal(
+    tmp_path: Path, signum: int
+) -> None:
+    # timeout, Slurm and Kubernetes end a job with SIGTERM: it left yesterday's
+    # "passed" in place (only Ctrl-C replaced the outputs).
+    out = _outputs(tmp_path)
+    _yesterday(out)
+    script = (
+        "import os, signal, sys\n"
+        "import ncclparse.health.check as check\n"
+        f"check.verdict_cases = lambda *a, **k: os.kill(os.getpid(), {int(signum)})\n"
+        "from ncclparse.cli.app import cli\n"
+        "cli(sys.argv[1:])\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", script, "check", str(derive.HEALTHY), *_args(out)],
+        capture_output=True,
+        text=True,
+        timeout=HANG,
+    )
+    name = signal.Signals(signum).name
+    assert done.returncode == -signum, done.stderr
+    assert json.loads(out["json"].read_text())["error"] == f"terminated by {name}"
+    assert "ncclparse_check_passed 0\n" in out["prom"].read_text()
+    assert f"terminated by {name}" in out["xml"].read_text()
+
+
+def test_an_output_that_is_a_directory_fails_the_others(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    # Refused as an option (exit 2) before anything was written, it left the other
+    # outputs saying yesterday's "passed".
+    out = _outputs(tmp_path)
+    _yesterday(out)
+    out["html"].unlink()
+    out["html"].mkdir()
+    result = runner.invoke(cli, ["check", str(derive.HEALTHY), *A3_MEGA, *_args(out)])
+    assert result.exit_code == 4, result.output
+    assert "ncclparse_check_passed 0\n" in out["prom"].read_text()
+    assert json.loads(out["json"].read_text())["status"] == "fail"
+    assert out["html"].is_dir()
+
+
+def test_pushgateway_without_its_client_fails_the_outputs(
+    runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setitem(sys.modules, "prometheus_client", None)  # import fails
+    out = _outputs(tmp_path)
+    _yesterday(out)
+    result = runner.invoke(
+        cli,
+        ["check", str(derive.HEALTHY), *_args(out), "--pushgateway", "http://gw:9091"],
+    )
+    assert result.exit_code == 2
+    assert "--pushgateway needs prometheus_client" in result.stderr
+    assert "ncclparse_check_passed 0\n" in out["prom"].read_text()
+
+
+def test_an_output_that_is_an_input_log_is_refused(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    log = logs / "a.log"
+    shutil.copy(EXAMPLE, log)
+    before = log.read_bytes()
+    for args, said in [
+        ([str(logs), "--json", str(log)], f"--json {log} is a log among the INPUTS"),
+        ([str(log), "--junit", str(log)], f"--junit {log} is a log among the INPUTS"),
+        ([str(log), "--json", str(tmp_path / "x"), "--prometheus",
+          str(tmp_path / "x")],
+         f"--prometheus {tmp_path / 'x'} is also the file of --json"),
+    ]:  # fmt: skip
+        result = runner.invoke(cli, ["check", *args])
+        assert result.exit_code == 2, result.output
+        assert said in result.stderr
+    assert log.read_bytes() == before
+    # Yesterday's own outputs in the logs directory are no logs: replaced as usual.
+    (logs / "check.json").write_text('{"format": "ncclparse-check", "status": "pass"}')
+    result = runner.invoke(
+        cli, ["check", str(logs), *A3_MEGA, "--json", str(logs / "check.json")]
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads((logs / "check.json").read_text())["status"] == "pass"
 
 
 def test_the_fifo_wait_returns_an_error_to_a_library_caller(

@@ -6,6 +6,8 @@ See docs/nightly.md; the commands are loaded only when called (ncclparse.cli.app
 from __future__ import annotations
 
 import dataclasses
+import os
+import signal
 import sys
 import time
 from collections.abc import Callable
@@ -47,7 +49,9 @@ class _OutputError(Exception):
 def _pushgateway_option(
     ctx: click.Context, param: click.Parameter, value: str | None
 ) -> str | None:
-    """A Pushgateway URL; without prometheus_client, a usage error (exit 2)."""
+    """A Pushgateway URL (http:// or https://); prometheus_client is looked for
+    when the check runs (_needs_prometheus_client), so that its absence, an exit 2
+    too, replaces the outputs."""
     from urllib.parse import urlsplit
 
     if not value:
@@ -57,15 +61,36 @@ def _pushgateway_option(
         raise click.BadParameter(
             f"{value!r} is not an http:// or https:// URL", ctx, param
         )
+    return value
+
+
+def _needs_prometheus_client() -> None:
+    """A usage error (exit 2) when --pushgateway cannot push: no prometheus_client."""
     try:
         import prometheus_client  # noqa: F401
     except ImportError:
         raise click.UsageError(
             "--pushgateway needs prometheus_client: pip install "
-            "'ncclparse[pushgateway]'",
-            ctx,
+            "'ncclparse[pushgateway]'"
         ) from None
-    return value
+
+
+# check's outputs: any path. A directory (or a file that cannot be) in the way is
+# found when they are written, so that the check fails (exit 4) replacing the others
+# rather than stopping at the option (exit 2) with yesterday's outputs in place.
+_CHECK_OUTPUT = click.Path(path_type=Path)
+
+
+class _Terminated(BaseException):
+    """SIGTERM or SIGHUP (timeout, Slurm, Kubernetes): handled as Ctrl-C is."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _raise_terminated(signum: int, frame: object) -> None:
+    raise _Terminated(signum)
 
 
 def _job_option(ctx: click.Context, param: click.Parameter, value: str) -> str:
@@ -112,10 +137,10 @@ _TAG = click.option(
     help="With --history: every series shape (tool, collective, dtype, redop, root, "
     "placement, ranks, nodes) of the baseline must be in INPUTS.",
 )
-@click.option("--junit", type=OUTPUT_FILE, help="Write JUnit XML here.")
-@click.option("--json", "json_path", type=OUTPUT_FILE, help="Write JSON here.")
+@click.option("--junit", type=_CHECK_OUTPUT, help="Write JUnit XML here.")
+@click.option("--json", "json_path", type=_CHECK_OUTPUT, help="Write JSON here.")
 @click.option(
-    "--prometheus", type=OUTPUT_FILE, help="Write a Prometheus textfile here."
+    "--prometheus", type=_CHECK_OUTPUT, help="Write a Prometheus textfile here."
 )
 @click.option(
     "--pushgateway",
@@ -137,14 +162,14 @@ _TAG = click.option(
 )
 @click.option(
     "--markdown",
-    type=OUTPUT_FILE,
+    type=_CHECK_OUTPUT,
     help='Append a Markdown summary to this file (e.g. "$GITHUB_STEP_SUMMARY", '
     "which other steps write too).",
 )
 @click.option(
     "--report",
     "report_path",
-    type=OUTPUT_FILE,
+    type=_CHECK_OUTPUT,
     help="Write the HTML report here, with the failed cases and slow hosts.",
 )
 @click.option("-v", "--verbose", is_flag=True, help="Print passing cases too.")
@@ -189,7 +214,11 @@ def check(
 
     push = None if pushgateway is None else _Push(pushgateway, pushgateway_job, tags)
     outputs = _Outputs(junit, json_path, prometheus, markdown, report_path, push)
+    _not_an_input(outputs, inputs)  # before any output is written, even a failing one
+    previous = _on_termination(_raise_terminated)
     try:
+        if push is not None:
+            _needs_prometheus_client()
         outcome, files = _judge(
             inputs,
             load_rules(rules),
@@ -210,12 +239,72 @@ def check(
     except KeyboardInterrupt:
         _write_failed(outputs, "interrupted")
         raise
+    except _Terminated as stop:
+        _write_failed(outputs, f"terminated by {signal.Signals(stop.signum).name}")
+        # Then end as the signal would have ended it (status 128 + its number).
+        _on_termination(signal.SIG_DFL)
+        os.kill(os.getpid(), stop.signum)
+        raise
     except (HistoryError, _OutputError) as exc:
         _give_up(outputs, exc, EXIT_INFRASTRUCTURE)
     except Exception as exc:
         _give_up(outputs, exc)
+    finally:
+        _on_termination(previous)
     click.echo(text, nl=False)
     sys.exit(0 if outcome.passed else EXIT_CHECK_FAILED)
+
+
+_TERMINATING = (signal.SIGTERM, signal.SIGHUP)
+
+
+def _on_termination(handler: Any) -> Any:
+    """Set ``handler`` for SIGTERM and SIGHUP (a handler, or what this returned
+    before); return the SIGTERM handler it replaced. Only the main thread may set
+    handlers: elsewhere (a library caller's thread) nothing changes."""
+    try:
+        before = signal.getsignal(signal.SIGTERM)
+        for signum in _TERMINATING:
+            signal.signal(signum, handler)
+    except ValueError:
+        return None
+    return before
+
+
+def _not_an_input(outputs: _Outputs, inputs: tuple[str, ...]) -> None:
+    """A usage error when an output is another output's file, or a log the INPUTS
+    hold (named, or in a directory walked): writing it would replace one output with
+    another, or a log with a report. ncclparse's own outputs in a logs directory
+    (yesterday's) are no logs (:func:`ncclparse.inputs.not_a_log`)."""
+    from ncclparse.inputs import not_a_log
+
+    named: dict[Path, str] = {}
+    for option, path in zip(_OUTPUT_OPTIONS, outputs[:5], strict=True):
+        if path is None:
+            continue
+        where = path.resolve()
+        if where in named:
+            raise click.UsageError(
+                f"{option} {path} is also the file of {named[where]}"
+            )
+        named[where] = option
+    local = [Path(i).resolve() for i in inputs if i != "-" and "://" not in i]
+    for where, option in named.items():
+        try:
+            read = where.is_file() and (
+                where in local
+                or (
+                    any(where.is_relative_to(d) for d in local if d.is_dir())
+                    and not_a_log(where) is None
+                )
+            )
+        except OSError:  # a name the OS refuses: writing it fails (exit 4)
+            read = False
+        if read:
+            raise click.UsageError(f"{option} {where} is a log among the INPUTS")
+
+
+_OUTPUT_OPTIONS = ("--junit", "--json", "--prometheus", "--markdown", "--report")
 
 
 class _History(NamedTuple):
