@@ -344,3 +344,33 @@ def test_the_recipe_runs_from_night_one(
             assert "\nFAIL history: " in done.stdout
     assert stamps == sorted(stamps)
     assert len(set(stamps)) == 4
+
+
+@pytest.mark.parametrize("make", [_cron, _cronjob], ids=["cron", "cronjob"])
+def test_a_first_night_without_logs_does_not_break_the_next(
+    tmp_path: Path, make: Callable[[Path, Callable[[int], Path]], Recipe]
+) -> None:
+    """Night 1's benchmark wrote nothing (its pods never ran): that night fails, and
+    ingest, which had nothing to add, made the history directory anyway. Night 2,
+    healthy, then ran without --first-night against a history of no run: FAIL "no
+    baseline" (found by a review). Now no directory is made for nothing."""
+    root = tmp_path / "root"
+    root.mkdir()
+
+    def benchmark(night: int) -> Path:
+        if night == 1:
+            nothing = tmp_path / "benchmark-night1"
+            nothing.mkdir(exist_ok=True)
+            return nothing  # every pair's log comes out empty
+        return _benchmark(tmp_path, night)
+
+    recipe = make(root, benchmark)
+    first = _run(recipe, 1)
+    assert first.returncode == 1, (first.stdout, first.stderr)
+    assert not recipe.history.exists()
+    second = _run(recipe, 2)
+    assert second.returncode == 0, (second.stdout, second.stderr)
+    assert second.stderr.startswith(
+        f"Note: first night (--first-night): no baseline: {recipe.history} (not "
+        "created yet) holds no run; tonight is judged without history\n"
+    )

@@ -271,21 +271,26 @@ def ingest(
     path, URI or Location).
 
     ``date`` names the partition (default: today in UTC); ``now`` the ingest time.
-    Creates a local ``directory`` if needed. On a local file system the ingest holds
-    the history's lock (waiting up to ``lock_timeout`` seconds) unless ``lock`` is
-    False; object stores are never locked. Raises HistoryError when the history
+    Creates a local ``directory`` if needed, and nothing when no source has a row.
+    On a local file system the ingest holds the history's lock (waiting up to
+    ``lock_timeout`` seconds) unless ``lock`` is False; object stores are never
+    locked. Raises HistoryError when the history
     cannot be written or locked, or a file it reads cannot be (nothing is added).
     """
     where = _where(directory)
     now = now or dt.datetime.now(dt.UTC)
     date = date or now.date()
     keys = source_keys(result)
+    with_rows = set(pc.unique(result.measurements["source"]).to_pylist())
+    empty = tuple(s for s in keys if s not in with_rows)
+    if not with_rows:
+        # Nothing to add: no directory is made, so "no history directory" still means
+        # "nothing ingested yet" (the nightly recipe's --first-night test).
+        return IngestReport((), (), empty, None, 0, ())
     try:
         where.make_directory()
     except OSError as exc:
         raise HistoryError(f"{where.name}: cannot create: {_strerror(exc)}") from exc
-    with_rows = set(pc.unique(result.measurements["source"]).to_pylist())
-    empty = tuple(s for s in keys if s not in with_rows)
     with _locked(where, lock, lock_timeout):
         removed = _remove_stale(where) if lock else ()
         present = _present_keys(where, date)
