@@ -90,10 +90,13 @@ def hosts(run: dict[str, Any]) -> tuple[str, ...]:
     return tuple(dict.fromkeys(h for h in run.get("hosts") or () if h))
 
 
+def _size(size_bytes: int) -> str:
+    """``1 MiB (1048576 B)``: the exact count beside a rounded size; ``8 B`` alone."""
+    shown = format_bytes(size_bytes)
+    return shown if shown == f"{size_bytes} B" else f"{shown} ({size_bytes} B)"
+
+
 def sizes(findings: tuple[Finding, ...], detail: Any) -> str:
-    shown = [
-        f"{format_bytes(f.size_bytes)} ({f.size_bytes} B) {detail(f)}"
-        for f in findings[:SHOWN]
-    ]
+    shown = [f"{_size(f.size_bytes)} {detail(f)}" for f in findings[:SHOWN]]
     more = len(findings) - SHOWN
     return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
