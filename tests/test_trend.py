@@ -281,10 +281,12 @@ def test_an_unreadable_history_is_infrastructure(history: Path, tmp_path: Path) 
     assert "broken.parquet is not a readable Parquet file" in done.output
 
 
+@pytest.mark.parametrize("where", ["no-such-directory/trend.html", "a-directory"])
 def test_a_page_that_cannot_be_written_is_infrastructure(
-    history: Path, tmp_path: Path
+    history: Path, tmp_path: Path, where: str
 ) -> None:
-    output = tmp_path / "no-such-directory" / "trend.html"
+    output = tmp_path / where
+    (tmp_path / "a-directory").mkdir()  # was a usage error (exit 2) before writing
     done = CliRunner().invoke(
         cli, ["trend", "--history", str(history), "-o", str(output)]
     )

@@ -16,7 +16,6 @@ import click
 
 from ncclparse.cli.options import (
     EXIT_INFRASTRUCTURE,
-    OUTPUT_FILE,
     command_line,
     history_option,
     load_rules,
@@ -43,7 +42,8 @@ EXIT_NOTHING_TO_DRAW = 1
 @click.option(
     "-o",
     "--output",
-    type=OUTPUT_FILE,
+    # Any path: a directory in the way is found when writing (exit 4, as documented).
+    type=click.Path(path_type=Path),
     required=True,
     help="Write the HTML page here.",
 )
