@@ -261,7 +261,10 @@ _TERMINATING = (signal.SIGTERM, signal.SIGHUP)
 def _on_termination(handler: Any) -> Any:
     """Set ``handler`` for SIGTERM and SIGHUP (a handler, or what this returned
     before); return the SIGTERM handler it replaced. Only the main thread may set
-    handlers: elsewhere (a library caller's thread) nothing changes."""
+    handlers: elsewhere (a library caller's thread) nothing changes; nor does it for
+    None (what getsignal says of a handler not set from Python)."""
+    if handler is None:
+        return None
     try:
         before = signal.getsignal(signal.SIGTERM)
         for signum in _TERMINATING:
