@@ -33,6 +33,7 @@ from ncclparse.cli.app import cli
 from ncclparse.efficiency import HardwareOptions, analyze
 from ncclparse.formatting import markdown_escape
 from ncclparse.health.check import check
+from ncclparse.health.history import scan_history, source_keys
 from ncclparse.health.rules import DEFAULT_RULES, rules_from_mapping
 from tests import _derive as derive
 from tests.conftest import FIXTURES
@@ -283,6 +284,33 @@ def test_a_collective_gone_from_tonight_fails(
     again = runner.invoke(cli, [*args, "--no-expect-history"])
     assert again.exit_code == 0, again.output
     assert [c for c in _cases(out["json"]) if c[0] == "expect"] == []
+
+
+def test_logs_that_were_not_refreshed_fail(runner: CliRunner, tmp_path: Path) -> None:
+    # Last night's logs judged again (the benchmark did not run; the directory kept
+    # them): every case passed, every night (found by a review).
+    history, last = _history(runner, tmp_path)
+    stale = [tmp_path / "ar4.log", tmp_path / "a2a4.log"]  # ingested on `last`
+
+    def fresh(logs: list[Path]) -> list[tuple[str, str]]:
+        result = check(ncclparse.parse_many(logs), DEFAULT_RULES,
+                       history=scan_history(history),
+                       exclude_keys=frozenset(source_keys(ncclparse.parse_many(logs))
+                                              .values()))  # fmt: skip
+        return [(c.status, c.message) for c in result.cases if c.name == "fresh inputs"]
+
+    assert fresh(stale) == [
+        ("fail", f"every input log (2) is already in the history, on {last}: "
+         "tonight's logs were not refreshed (did the benchmark run?)"),
+    ]  # fmt: skip
+    # One new log among them: tonight's run did happen.
+    new = tmp_path / "ar5.log"
+    new.write_text(derive.scale(derive.healthy(), derive.jitter(5)))
+    assert fresh([*stale, new]) == []
+    # Ingested tonight, then checked (a re-run of the same night): tonight's own.
+    done = runner.invoke(cli, ["ingest", str(new), "--history", str(history), "-q"])
+    assert done.exit_code == 0, done.output
+    assert fresh([new]) == []
 
 
 # 4. A sweep that stops before bandwidth can be judged -----------------------------

@@ -323,6 +323,10 @@ class Selection:
     selected: RunDates
     oldest: str | None
     tag_values: dict[str, Counter[str | None]] = field(default_factory=dict)
+    # The candidate's own logs the history got on an earlier date than ``today``:
+    # their keys, and those runs' dates (a logs directory that was not refreshed).
+    earlier_keys: frozenset[str] = frozenset()
+    earlier: RunDates = field(default_factory=lambda: RunDates())
 
 
 def select_baseline(
@@ -365,6 +369,9 @@ def select_baseline(
     def dates(frame: pd.DataFrame) -> RunDates:
         return RunDates(_days(frame["date"]))
 
+    tonight_iso = (today or dt.datetime.now(dt.UTC).date()).isoformat()
+    earlier = tagged[mine & (tagged["date"] < tonight_iso).to_numpy(dtype=bool)]
+
     return Selection(
         table,
         tags,
@@ -376,6 +383,8 @@ def select_baseline(
         selected=dates(tagged[~mine & fit & recent]),
         oldest=oldest,
         tag_values=tag_values(view, runs, tags) if tags else {},
+        earlier_keys=frozenset(earlier["ingest_key"].astype(str)),
+        earlier=dates(earlier),
     )
 
 

@@ -48,6 +48,7 @@ from ncclparse.health.integrity import (
     integrity_case,
     misprinted_by_run,
     no_run_case,
+    stale_inputs_case,
 )
 from ncclparse.health.rules import Rule, Rules, VerdictPolicy
 from ncclparse.health.verdict import (
@@ -194,6 +195,8 @@ def check(
         cases += baseline_cases(
             chosen, rules.history, first_night=first_night, name=history_name
         )
+        logs = len(set(result.measurements.column("source").to_pylist()))
+        cases += stale_inputs_case(chosen, logs)
     if base is not None:
         lookup = _Lookup.of(base, rules.history.min_runs)
         points = _per_size(rows)

@@ -264,6 +264,21 @@ def baseline_cases(
     return cases
 
 
+def stale_inputs_case(chosen: Selection, logs: int) -> list[Case]:
+    """A failing ``history`` case when every one of tonight's ``logs`` (the inputs
+    with measurements) is in the history already, ingested on an earlier date: the
+    logs directory was not refreshed (the benchmark did not run), and judging it
+    again would pass every night. Logs ingested tonight (a check run after the
+    ingest) are tonight's; some old logs among new ones fail nothing."""
+    if not logs or len(chosen.earlier_keys) < logs:
+        return []
+    message = (
+        f"every input log ({logs}) is already in the history, {_dated(chosen.earlier)}"
+        ": tonight's logs were not refreshed (did the benchmark run?)"
+    )
+    return [Case("history", "fresh inputs", "fail", message, checked=logs)]
+
+
 def _no_baseline(
     chosen: Selection, policy: HistoryPolicy, name: str, with_tags: str
 ) -> str:
