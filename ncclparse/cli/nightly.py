@@ -258,19 +258,22 @@ def check(
 _TERMINATING = (signal.SIGTERM, signal.SIGHUP)
 
 
-def _on_termination(handler: Any) -> Any:
-    """Set ``handler`` for SIGTERM and SIGHUP (a handler, or what this returned
-    before); return the SIGTERM handler it replaced. Only the main thread may set
-    handlers: elsewhere (a library caller's thread) nothing changes; nor does it for
-    None (what getsignal says of a handler not set from Python)."""
-    if handler is None:
-        return None
+def _on_termination(handler: Any) -> dict[int, Any]:
+    """Set ``handler`` for SIGTERM and SIGHUP: one handler, or the mapping this
+    returned before; return the handlers it replaced, by signal. Only the main
+    thread may set handlers: elsewhere (a library caller's thread) nothing changes;
+    nor does it for None (what getsignal says of a handler not set from Python)."""
+    wanted = (
+        handler if isinstance(handler, dict) else dict.fromkeys(_TERMINATING, handler)
+    )
+    before: dict[int, Any] = {}
     try:
-        before = signal.getsignal(signal.SIGTERM)
-        for signum in _TERMINATING:
-            signal.signal(signum, handler)
+        for signum, each in wanted.items():
+            if each is not None:
+                before[signum] = signal.getsignal(signum)
+                signal.signal(signum, each)
     except ValueError:
-        return None
+        pass
     return before
 
 
@@ -282,7 +285,14 @@ def _not_an_input(outputs: _Outputs, inputs: tuple[str, ...]) -> None:
     from ncclparse.inputs import not_a_log
 
     named: dict[Path, str] = {}
-    for option, path in zip(_OUTPUT_OPTIONS, outputs[:5], strict=True):
+    files = (
+        ("--junit", outputs.junit),
+        ("--json", outputs.json_path),
+        ("--prometheus", outputs.prometheus),
+        ("--markdown", outputs.markdown),
+        ("--report", outputs.report),
+    )
+    for option, path in files:
         if path is None:
             continue
         where = path.resolve()
@@ -305,9 +315,6 @@ def _not_an_input(outputs: _Outputs, inputs: tuple[str, ...]) -> None:
             read = False
         if read:
             raise click.UsageError(f"{option} {where} is a log among the INPUTS")
-
-
-_OUTPUT_OPTIONS = ("--junit", "--json", "--prometheus", "--markdown", "--report")
 
 
 class _History(NamedTuple):
