@@ -102,7 +102,7 @@ def _year(tonight: Path, year: Path) -> None:
 
     # The footer's run summary is written by ingest's own (private) function, so
     # that each copy carries its own runs, not the first night's.
-    from ncclparse.health.history import _with_runs, ingest
+    from ncclparse.store.history import _with_runs, ingest
 
     first = LAST_NIGHT - dt.timedelta(days=NIGHTS - 1)
     result = ncclparse.parse_many(sorted(str(p) for p in tonight.rglob("*.log")))

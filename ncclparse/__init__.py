@@ -10,6 +10,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from ncclparse._version import __version__
 from ncclparse.errors import (
     InputError,
     NcclParseError,
@@ -20,7 +21,7 @@ from ncclparse.errors import (
 
 if TYPE_CHECKING:
     from ncclparse.api import ParseResult, parse, parse_many
-    from ncclparse.plot import plot_bandwidth, plot_efficiency, plot_time
+    from ncclparse.report.notebook import plot_bandwidth, plot_efficiency, plot_time
     from ncclparse.schema import MEASUREMENTS_SCHEMA, RUNS_SCHEMA, SCHEMA_VERSION
 
 # pyarrow, pandas and numpy load on first use, so that `ncclparse --help` and the
@@ -30,17 +31,17 @@ _LAZY = {
     "parse": "ncclparse.api",
     "parse_many": "ncclparse.api",
     # matplotlib charts for notebooks (matplotlib loads only when one is asked for)
-    "plot_bandwidth": "ncclparse.plot",
-    "plot_efficiency": "ncclparse.plot",
-    "plot_time": "ncclparse.plot",
+    "plot_bandwidth": "ncclparse.report.notebook",
+    "plot_efficiency": "ncclparse.report.notebook",
+    "plot_time": "ncclparse.report.notebook",
     "MEASUREMENTS_SCHEMA": "ncclparse.schema",
     "RUNS_SCHEMA": "ncclparse.schema",
     "SCHEMA_VERSION": "ncclparse.schema",
-    "FAILURES_SCHEMA": "ncclparse.lake",
-    "empty_frame": "ncclparse.lake",
-    "parse_contents": "ncclparse.lake",
-    "parse_path": "ncclparse.lake",
-    "spark_ddl": "ncclparse.lake",
+    "FAILURES_SCHEMA": "ncclparse.inputs.lake",
+    "empty_frame": "ncclparse.inputs.lake",
+    "parse_contents": "ncclparse.inputs.lake",
+    "parse_path": "ncclparse.inputs.lake",
+    "spark_ddl": "ncclparse.inputs.lake",
 }
 
 
@@ -49,8 +50,6 @@ def __getattr__(name: str) -> Any:
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'ncclparse' has no attribute {name!r}")
 
-
-__version__ = "0.1.0"
 
 __all__ = [
     "FAILURES_SCHEMA",
@@ -63,6 +62,7 @@ __all__ = [
     "ProfileError",
     "SchemaError",
     "UnknownLogFormatError",
+    "__version__",
     "empty_frame",
     "parse",
     "parse_contents",

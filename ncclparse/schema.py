@@ -12,7 +12,7 @@ from typing import Any, Literal
 
 import pyarrow as pa
 
-from ncclparse.arrays import array, empty_table
+from ncclparse._arrays import array, empty_table
 from ncclparse.errors import SchemaError
 
 # Schema history:

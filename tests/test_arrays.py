@@ -1,4 +1,4 @@
-"""Arrow arrays built from buffers (ncclparse.arrays) are pa.array's, and parsing
+"""Arrow arrays built from buffers (ncclparse._arrays) are pa.array's, and parsing
 imports no pandas (issue 17: ~0.4 s of CPU per process)."""
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from ncclparse import schema
-from ncclparse.arrays import array, empty_table, from_codes, repeated, spread
+from ncclparse._arrays import array, empty_table, from_codes, repeated, spread
 
 ROOT = Path(__file__).parent.parent
 

@@ -12,9 +12,9 @@ import pandas as pd
 import pytest
 
 import ncclparse
-from ncclparse.health import history as history
 from ncclparse.health.baselines import baselines, select_baseline
 from ncclparse.health.rules import HistoryPolicy
+from ncclparse.store import history
 from tests import _derive as derive
 
 NOW = dt.datetime(2026, 3, 1, 2, 0, tzinfo=dt.UTC)

@@ -8,10 +8,10 @@ import pyarrow as pa
 
 import ncclparse
 from ncclparse.efficiency import HardwareOptions
-from ncclparse.health import history as history
 from ncclparse.health.cases import Case, Finding, sizes
 from ncclparse.health.check import CheckResult, check
 from ncclparse.health.rules import DEFAULT_RULES, Rule, Rules, rules_from_mapping
+from ncclparse.store import history
 from tests import _derive as derive
 from tests.conftest import FIXTURES
 

@@ -33,8 +33,8 @@ from ncclparse.cli.app import cli
 from ncclparse.efficiency import HardwareOptions, analyze
 from ncclparse.formatting import markdown_escape
 from ncclparse.health.check import check
-from ncclparse.health.history import scan_history, source_keys
 from ncclparse.health.rules import DEFAULT_RULES, rules_from_mapping
+from ncclparse.store.history import scan_history, source_keys
 from tests import _derive as derive
 from tests.conftest import FIXTURES
 
@@ -835,7 +835,7 @@ def test_the_fifo_wait_returns_an_error_to_a_library_caller(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from ncclparse.errors import InputError
-    from ncclparse.inputs import expand
+    from ncclparse.inputs.walk import expand
 
     fifo = tmp_path / "f"
     os.mkfifo(fifo)
@@ -861,7 +861,7 @@ def test_the_fifo_wait_returns_an_error_to_a_library_caller(
 def test_a_bad_fifo_wait_is_an_error_naming_the_variable(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, value: str
 ) -> None:
-    from ncclparse.inputs import expand
+    from ncclparse.inputs.walk import expand
 
     fifo = tmp_path / "f"
     os.mkfifo(fifo)

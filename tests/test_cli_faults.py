@@ -18,8 +18,8 @@ import pyarrow.csv as pa_csv
 import pytest
 from click.testing import CliRunner
 
-from ncclparse import storage
 from ncclparse.cli.app import cli
+from ncclparse.store import tables as storage
 from tests.conftest import NCCL_LOGS
 
 GOOD = [p for p in NCCL_LOGS if p.name.endswith("_complete.log")][:2]

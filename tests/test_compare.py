@@ -13,9 +13,8 @@ from click.testing import CliRunner
 
 import ncclparse
 from ncclparse.health.compare import CompareRow, Comparison, Side, compare
-from ncclparse.health.outputs import render_comparison
-from ncclparse.inputs import load_measurements
-from ncclparse.report.render import render_comparison_html
+from ncclparse.inputs.walk import load_measurements
+from ncclparse.report.comparison import comparison_html, render_comparison
 from tests import _derive as derive
 
 GIB = 2**30
@@ -92,7 +91,7 @@ def test_json_names_the_sides_and_busbw() -> None:
 
 def test_html_escapes_names_from_logs() -> None:
     row = CompareRow("<script>alert(1)</script>", 8, 1.0, 2.0, -0.5, "regression")
-    html = render_comparison_html(
+    html = comparison_html(
         Comparison(
             (row,), ("a&b",), (), 0.05, "regression", -0.5,
             Side("<b>base</b>"), Side("c&d", "<i>x</i>"),
@@ -106,8 +105,8 @@ def test_html_escapes_names_from_logs() -> None:
 
 
 def test_load_measurements_from_logs_tables_and_history(tmp_path: Path) -> None:
-    from ncclparse.health import history as history
-    from ncclparse.storage import write_table
+    from ncclparse.store import history
+    from ncclparse.store.tables import write_table
 
     assert load_measurements(str(derive.HEALTHY)).num_rows == 62
     write_table(load_measurements(str(derive.HEALTHY)), tmp_path / "m.parquet")

@@ -16,16 +16,13 @@ from click.testing import CliRunner
 
 import ncclparse
 from ncclparse.cli.app import cli
-from ncclparse.health.compare import (
-    Comparison,
-    Side,
-    compare,
+from ncclparse.health.compare import Comparison, Side, compare, describe
+from ncclparse.report.comparison import (
+    comparison_html,
     comparison_markdown,
     comparison_text,
-    describe,
 )
-from ncclparse.report.comparison import comparison_chart
-from ncclparse.report.render import render_comparison_html
+from ncclparse.report.comparison_chart import comparison_chart
 from tests import _derive as derive
 
 GIB = 2**30
@@ -113,7 +110,7 @@ def test_nothing_in_common_says_so() -> None:
     assert "no series and size in common" in comparison_text(found)
     assert "No series and size in common." in comparison_markdown(found)
     assert comparison_chart(found) == ""
-    assert "<svg" not in render_comparison_html(found)
+    assert "<svg" not in comparison_html(found)
 
 
 def test_runs_are_numbered_from_0_as_in_the_table() -> None:
@@ -127,7 +124,7 @@ def test_runs_are_numbered_from_0_as_in_the_table() -> None:
 
 def test_html_names_the_sides_and_draws_a_deterministic_chart() -> None:
     found = _found()
-    first, second = render_comparison_html(found), render_comparison_html(found)
+    first, second = comparison_html(found), comparison_html(found)
     assert first == second
     assert (
         "<title>ncclparse compare: regression: tonight against last week</title>"
@@ -254,5 +251,5 @@ def test_without_a_busbw_factor_the_chart_is_the_change_alone() -> None:
     svg = comparison_chart(found)
     assert 'aria-label="Bus bandwidth change per size"' in svg
     assert "bus bandwidth (GB/s)" not in svg
-    html = render_comparison_html(found)
+    html = comparison_html(found)
     assert "<figcaption>The bus bandwidth\nchange per size" in html

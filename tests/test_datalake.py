@@ -1,4 +1,4 @@
-"""ncclparse.lake and the recipes of docs/datalake.md, run as written on real logs.
+"""ncclparse.inputs.lake and the recipes of docs/datalake.md, run as written on real logs.
 
 The Python and shell blocks are parsed out of the doc's sections, so an edit of the doc
 that breaks them fails here; only their ``/lake/`` paths move under a temporary
@@ -39,8 +39,7 @@ import pyarrow.dataset as ds
 import pytest
 
 import ncclparse
-from ncclparse.health.history import HISTORY_SCHEMA, ingest, read_history
-from ncclparse.lake import (
+from ncclparse.inputs.lake import (
     FAILURES_SCHEMA,
     empty_frame,
     parse_contents,
@@ -48,6 +47,7 @@ from ncclparse.lake import (
     spark_ddl,
 )
 from ncclparse.schema import MEASUREMENTS_SCHEMA, RUNS_SCHEMA, conform
+from ncclparse.store.history import HISTORY_SCHEMA, ingest, read_history
 from tests import _derive as derive
 from tests._docs import code_block
 
@@ -527,7 +527,7 @@ def test_the_lake_is_exported_lazily_and_imports_no_engine() -> None:
         [
             sys.executable,
             "-c",
-            "import sys, ncclparse.lake; "
+            "import sys, ncclparse.inputs.lake; "
             f"print(sorted({{m.split('.')[0] for m in sys.modules}} & {engines}))",
         ],
         capture_output=True,

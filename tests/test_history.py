@@ -23,9 +23,9 @@ from click.testing import CliRunner
 
 import ncclparse
 from ncclparse.cli.app import cli
-from ncclparse.health import history as history
 from ncclparse.health.baselines import select_baseline
 from ncclparse.health.rules import HistoryPolicy
+from ncclparse.store import history
 from tests import _derive as derive
 
 NOW = dt.datetime(2026, 3, 1, 2, 0, tzinfo=dt.UTC)
@@ -108,7 +108,7 @@ def test_interrupted_ingest_leaves_no_file(
     def killed(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("ncclparse.health.history.pq.write_table", killed)
+    monkeypatch.setattr("ncclparse.store.history.pq.write_table", killed)
     with pytest.raises(KeyboardInterrupt):
         history.ingest(_night(2), tmp_path, now=NOW)
     monkeypatch.undo()
@@ -200,7 +200,7 @@ def test_file_system_without_locks_is_a_clear_error(
     def no_locks(fd: int, operation: int) -> None:
         raise OSError(code, os.strerror(code))
 
-    monkeypatch.setattr("ncclparse.health.history.fcntl.flock", no_locks)
+    monkeypatch.setattr("ncclparse.store.history.fcntl.flock", no_locks)
     with pytest.raises(ncclparse.NcclParseError) as caught:
         history.ingest(_night(1), tmp_path / "h", now=NOW)
     assert str(caught.value) == (
@@ -254,7 +254,7 @@ def test_cli_reports_a_lock_failure_in_one_line(
     def no_locks(fd: int, operation: int) -> None:
         raise OSError(errno.ENOLCK, os.strerror(errno.ENOLCK))
 
-    monkeypatch.setattr("ncclparse.health.history.fcntl.flock", no_locks)
+    monkeypatch.setattr("ncclparse.store.history.fcntl.flock", no_locks)
     args = ["ingest", str(derive.HEALTHY), "--history", str(tmp_path), "-q"]
     done = runner.invoke(cli, args)
     assert done.exit_code == 4  # infrastructure: the logs are fine
@@ -267,7 +267,7 @@ _KILLED = """
 import os, signal, sys
 from pathlib import Path
 import ncclparse
-from ncclparse.health import history
+from ncclparse.store import history
 
 def killed(table, handle):  # half a file written, then SIGKILL: no clean-up runs
     handle.write(b"PAR1" + bytes(1000))

@@ -16,7 +16,7 @@ from click.testing import CliRunner
 import ncclparse
 from ncclparse.cli import cli
 from ncclparse.errors import InputError
-from ncclparse.inputs import Filters, Note, expand, not_a_log
+from ncclparse.inputs.walk import Filters, Note, expand, not_a_log
 from tests import _derive as derive
 
 ROOT = Path(__file__).parent.parent

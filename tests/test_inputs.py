@@ -28,9 +28,9 @@ from click.testing import CliRunner
 import ncclparse
 from ncclparse.cli import cli
 from ncclparse.errors import InputError
-from ncclparse.health import history
-from ncclparse.inputs import Note, expand, load_measurements
-from ncclparse.storage import write_table
+from ncclparse.inputs.walk import Note, expand, load_measurements
+from ncclparse.store import history
+from ncclparse.store.tables import write_table
 from tests import _derive as derive
 
 FIXTURES = Path(__file__).parent / "fixtures"

@@ -42,7 +42,8 @@ from ncclparse.cli.app import cli
 from ncclparse.efficiency import analyze
 from ncclparse.health.cases import Case
 from ncclparse.health.check import CheckResult, error_result
-from ncclparse.health.outputs import (
+from ncclparse.health.rules import METRICS
+from ncclparse.report.check_outputs import (
     JSON_SCHEMA,
     JSON_VERSION,
     stable_source,
@@ -51,7 +52,6 @@ from ncclparse.health.outputs import (
     to_junit,
     to_prometheus,
 )
-from ncclparse.health.rules import METRICS
 from ncclparse.schema import measurements_table
 from tests import _derive as derive
 
@@ -729,11 +729,11 @@ def test_the_schema_is_shipped_and_versioned() -> None:
     # In the wheel: package data of ncclparse.health, found beside the module.
     pyproject = tomllib.loads((ROOT / "pyproject.toml").read_text())
     package_data = pyproject["tool"]["setuptools"]["package-data"]
-    assert package_data["ncclparse.health"] == ["check.schema.json"]
-    assert JSON_SCHEMA.parent == Path(ncclparse.__file__).parent / "health"
+    assert package_data["ncclparse.report"] == ["check.schema.json"]
+    assert JSON_SCHEMA.parent == Path(ncclparse.__file__).parent / "report"
     # docs/check-json.md names it.
     assert (
-        "ncclparse/health/check.schema.json"
+        "ncclparse/report/check.schema.json"
         in (ROOT / "docs" / "check-json.md").read_text()
     )
 

@@ -14,9 +14,14 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 
 import ncclparse
-from ncclparse.api import HTML_RUNS, ParseResult
 from ncclparse.efficiency import HardwareOptions, analyze, bandwidth_columns
-from ncclparse.plot import LEGEND_LINES, plot_bandwidth, plot_efficiency, plot_time
+from ncclparse.parsers.result import HTML_RUNS, ParseResult
+from ncclparse.report.notebook import (
+    LEGEND_LINES,
+    plot_bandwidth,
+    plot_efficiency,
+    plot_time,
+)
 from tests._docs import code_block
 from tests.conftest import FIXTURES
 

@@ -19,7 +19,7 @@ import pytest
 from click.testing import CliRunner
 
 from ncclparse.cli.app import cli
-from ncclparse.health import history
+from ncclparse.store import history
 from tests import _derive as derive
 from tests._docs import code_block
 

@@ -16,9 +16,8 @@ from ncclparse.errors import NcclParseError
 from ncclparse.health.cases import Case, Finding
 from ncclparse.health.check import CheckResult, error_result
 from ncclparse.health.compare import CompareRow, Comparison
-from ncclparse.health.outputs import (
+from ncclparse.report.check_outputs import (
     error_html,
-    render_comparison,
     to_json,
     to_junit,
     to_markdown,
@@ -26,6 +25,7 @@ from ncclparse.health.outputs import (
     to_text,
     write_all,
 )
+from ncclparse.report.comparison import render_comparison
 from ncclparse.schema import measurements_table
 
 # Hostile on purpose: markup, a pipe, a quote, a newline, a control character.

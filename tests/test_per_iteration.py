@@ -21,7 +21,9 @@ import pyarrow as pa
 import pytest
 
 import ncclparse
-from ncclparse import per_iteration, schema, storage
+from ncclparse import schema
+from ncclparse.efficiency import per_iteration
+from ncclparse.store import tables as storage
 from tests.conftest import FIXTURES
 
 TEXT_DIR = FIXTURES / "nccl_per_iter"
@@ -261,7 +263,7 @@ def test_csv_round_trip_header_has_the_new_columns(tmp_path: Path) -> None:
 
 
 def test_merged_points_have_no_per_iteration_series() -> None:
-    from ncclparse import points
+    from ncclparse.inputs import points
 
     # The result object twice in one run: each point measured twice, merged when
     # the rows are more than exact_rows.

@@ -9,8 +9,8 @@ import pytest
 from click.testing import CliRunner
 
 import ncclparse
-from ncclparse import points
 from ncclparse.cli.app import cli
+from ncclparse.inputs import points
 from tests.conftest import string_lists
 from tests.test_memory import FOOTER, HEADER
 

@@ -1,7 +1,7 @@
 """The progress line on standard error: drawn on a terminal (or when forced), never
 otherwise, wiped at the end; the parsed tables are the same with it as without.
 
-The clock is injected (ncclparse.progress.CLOCK, or a Progress's ``clock``): every
+The clock is injected (ncclparse.inputs.progress.CLOCK, or a Progress's ``clock``): every
 draw asserted here is decided by counted ticks, not by wall time.
 """
 
@@ -21,10 +21,10 @@ import pytest
 from click.testing import CliRunner
 
 import ncclparse
-from ncclparse import progress
 from ncclparse.cli.app import cli
+from ncclparse.inputs import progress
+from ncclparse.inputs.progress import Progress, tracked
 from ncclparse.parsers import Source
-from ncclparse.progress import Progress, tracked
 from tests.conftest import FIXTURES
 
 NCCL = FIXTURES / "nccl"
@@ -134,7 +134,7 @@ def test_a_real_terminal_gets_it(three_logs: Path) -> None:
     """stderr on a pseudo-terminal, no NCCLPARSE_PROGRESS: the line is drawn."""
     primary, secondary = pty.openpty()
     script = (
-        "import itertools, ncclparse.progress as p\n"
+        "import itertools, ncclparse.inputs.progress as p\n"
         "p.CLOCK = itertools.count().__next__\n"
         "from ncclparse.cli.app import cli\n"
         "cli(['parse', '-o', 'out.parquet', 'a.log', 'b.log', 'c.log.gz'])\n"

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import example, given
 from hypothesis import strategies as st
 
-from ncclparse.arrays import array
+from ncclparse._arrays import array
 from ncclparse.parsers import _lines, _model
 
 NATIVE = _lines.dict_columns

@@ -10,7 +10,9 @@ import pyarrow as pa
 import pytest
 
 import ncclparse
-from ncclparse import schema, storage
+from ncclparse import schema
+from ncclparse.store import atomic
+from ncclparse.store import tables as storage
 from tests.conftest import FIXTURES
 
 LOG = (
@@ -39,7 +41,7 @@ def test_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> No
     target.write_text("previous")
 
     def interrupted_write() -> None:
-        with storage.atomic_output(target, binary=True) as out:
+        with atomic.atomic_output(target, binary=True) as out:
             out.write(b"half")
             raise RuntimeError("interrupted")
 
@@ -105,7 +107,7 @@ def test_stale_temporaries_are_removed_and_others_kept(tmp_path: Path) -> None:
     os.utime(fresh, (now - 3599, now - 3599))
     for path in kept:
         os.utime(path, (now - 86400, now - 86400))
-    removed = storage.remove_stale_temporaries(tmp_path, older_than=3600, now=now)
+    removed = atomic.remove_stale_temporaries(tmp_path, older_than=3600, now=now)
     assert removed == (stale,)
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted(
         p.name for p in (fresh, *kept)
@@ -114,14 +116,14 @@ def test_stale_temporaries_are_removed_and_others_kept(tmp_path: Path) -> None:
 
 def test_the_temporary_of_an_abandoned_write_is_found(tmp_path: Path) -> None:
     # A writer killed mid-write never leaves the block: entered and abandoned here.
-    writing = storage.atomic_output(tmp_path / "m.parquet", binary=True)
+    writing = atomic.atomic_output(tmp_path / "m.parquet", binary=True)
     handle = writing.__enter__()
     handle.write(b"PAR1")
     handle.close()
     (temporary,) = tmp_path.iterdir()
-    assert storage.remove_stale_temporaries(tmp_path, older_than=60) == ()  # young
+    assert atomic.remove_stale_temporaries(tmp_path, older_than=60) == ()  # young
     later = temporary.stat().st_mtime + 61
-    found = storage.remove_stale_temporaries(tmp_path, older_than=60, now=later)
+    found = atomic.remove_stale_temporaries(tmp_path, older_than=60, now=later)
     assert found == (temporary,)
     assert list(tmp_path.iterdir()) == []
 

@@ -22,7 +22,7 @@ from ncclparse.errors import SchemaError
 from ncclparse.parsers import _lines
 from ncclparse.parsers._nccl_topology import Topology, read_topology, scan
 from ncclparse.schema import RUNS_SCHEMA, conform
-from ncclparse.storage import read_table
+from ncclparse.store.tables import read_table
 from tests.conftest import FIXTURES
 
 INFO = FIXTURES / "nccl_info"

@@ -1,7 +1,7 @@
 """Parsing many files in worker processes gives what one process gives.
 
 ``parse_many(jobs=N)`` (``--jobs``) sends chunks of small files to forked workers
-and merges their tables in input order (ncclparse.workers). Every test here compares
+and merges their tables in input order (ncclparse.inputs.workers). Every test here compares
 a parse in workers with the parse in one process: the tables row by row, the
 accounting (in its order) and the failures; and checks that the workers did the
 work (a pool that parsed nothing would pass the comparison), that a worker's death,
@@ -27,10 +27,12 @@ import pytest
 from click.testing import CliRunner
 
 import ncclparse
-from ncclparse import api, parsers, workers
+from ncclparse import api, parsers
 from ncclparse.cli.app import cli
 from ncclparse.errors import InputError, UnknownLogFormatError
-from ncclparse.progress import Progress
+from ncclparse.inputs import workers
+from ncclparse.inputs.parsing import parse_sources
+from ncclparse.inputs.progress import Progress
 from tests.conftest import FIXTURES
 from tests.test_scanner import LOGS, _nan_free
 
@@ -180,7 +182,7 @@ def test_every_file_is_reported_to_progress(tmp_path: Path, small_chunks: None) 
     def last_line(sources: list[Any], jobs: int) -> str:
         items = [s if isinstance(s, tuple) else (s, None) for s in sources]
         line = Progress(len(items), io.StringIO(), delay=0, interval=0)
-        api._parse_many(items, None, jobs, line)
+        parse_sources(items, None, jobs, line)
         return line.line()
 
     logs = [*NCCL_LOGS, *sorted((FIXTURES / "oneccl").glob("*.log"))]
@@ -213,7 +215,7 @@ def test_nothing_printed_before_is_printed_again(tmp_path: Path) -> None:
     """A forked worker does not write out its copy of the parent's buffered text."""
     script = (
         "import sys, ncclparse\n"
-        "from ncclparse import workers\n"
+        "from ncclparse.inputs import workers\n"
         "workers.MIN_BYTES = 0\n"
         "sys.stdout.write('said once\\n')\n"
         "result = ncclparse.parse_many(sys.argv[1:], jobs=2)\n"
@@ -285,7 +287,8 @@ def test_workers_end_with_their_killed_parent(tmp_path: Path) -> None:
     the pipes they hold open (a CI step reading them would hang)."""
     script = (
         "import os, sys, time\n"
-        "from ncclparse import api, workers\n"
+        "from ncclparse import api\n"
+        "from ncclparse.inputs import workers\n"
         "workers.MIN_BYTES = 0\n"
         "def slow(items):\n"
         "    print(os.getpid(), flush=True)\n"
@@ -402,7 +405,8 @@ def test_where_no_worker_can_start_everything_is_parsed_here() -> None:
     assert runs == api.parse_many(NCCL_LOGS).runs.num_rows
     script = (
         "import atexit, sys\n"
-        "from ncclparse import api, workers\n"
+        "from ncclparse import api\n"
+        "from ncclparse.inputs import workers\n"
         "workers.MIN_BYTES = 0\n"
         "atexit.register(lambda: print(api.parse_many(sys.argv[1:], jobs=2).runs"
         ".num_rows))\n"
@@ -469,7 +473,7 @@ def test_a_worker_that_starts_after_its_parent_ended_ends(orphaned: bool) -> Non
     init for its parent and lived on; the parent's pid now comes from the parent."""
     script = (
         "import os, sys\n"
-        "from ncclparse import workers\n"
+        "from ncclparse.inputs import workers\n"
         f"workers._worker_start({'1' if orphaned else 'os.getppid()'})\n"
         "print('working')\n"
     )

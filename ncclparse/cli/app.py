@@ -14,16 +14,16 @@ from typing import Any
 
 import click
 
-from ncclparse import __version__
+from ncclparse._version import __version__
 from ncclparse.errors import NcclParseError
 
 _COMMANDS = {
-    "parse": "ncclparse.cli.tables",
-    "analyze": "ncclparse.cli.tables",
+    "parse": "ncclparse.cli.parse",
+    "analyze": "ncclparse.cli.parse",
     "report": "ncclparse.cli.report",
-    "ideal": "ncclparse.cli.models",
-    "model": "ncclparse.cli.models",
-    "profiles": "ncclparse.cli.models",
+    "ideal": "ncclparse.cli.costmodels",
+    "model": "ncclparse.cli.costmodels",
+    "profiles": "ncclparse.cli.costmodels",
     "check": "ncclparse.cli.nightly",
     "ingest": "ncclparse.cli.nightly",
     "compare": "ncclparse.cli.nightly",

@@ -37,8 +37,8 @@ def compact(history_dir: str, before: Any, lock: bool, lock_timeout: float) -> N
 
     Exit status: 0 done, 4 the history cannot be read, written or locked.
     """
-    from ncclparse.health.history import HistoryError
-    from ncclparse.health.history import compact as merge
+    from ncclparse.store.history import HistoryError
+    from ncclparse.store.history import compact as merge
 
     try:
         done = merge(

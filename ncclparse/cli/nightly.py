@@ -35,7 +35,7 @@ from ncclparse.cli.options import (
 
 if TYPE_CHECKING:
     from ncclparse.efficiency import HardwareOptions
-    from ncclparse.inputs import Filters
+    from ncclparse.inputs.walk import Filters
 
 EXIT_CHECK_FAILED = 1  # check: a case failed (bad inputs too), or an internal error
 # 2: usage or configuration, click's status for a UsageError (check raises those late)
@@ -209,8 +209,8 @@ def check(
     The outputs are written all or nothing, then pushed; when the check cannot
     complete (2, 4, an internal error) they are replaced by failing ones.
     """
-    from ncclparse.health.history import HistoryError
-    from ncclparse.health.outputs import to_text, write_all
+    from ncclparse.report.check_outputs import to_text, write_all
+    from ncclparse.store.history import HistoryError
 
     push = None if pushgateway is None else _Push(pushgateway, pushgateway_job, tags)
     outputs = _Outputs(junit, json_path, prometheus, markdown, report_path, push)
@@ -281,8 +281,8 @@ def _not_an_input(outputs: _Outputs, inputs: tuple[str, ...]) -> None:
     """A usage error when an output is another output's file, or a log the INPUTS
     hold (named, or in a directory walked): writing it would replace one output with
     another, or a log with a report. ncclparse's own outputs in a logs directory
-    (yesterday's) are no logs (:func:`ncclparse.inputs.not_a_log`)."""
-    from ncclparse.inputs import not_a_log
+    (yesterday's) are no logs (:func:`ncclparse.inputs.walk.not_a_log`)."""
+    from ncclparse.inputs.walk import not_a_log
 
     named: dict[Path, str] = {}
     files = (
@@ -350,7 +350,7 @@ class _PushError(_OutputError):
 def _push(outputs: _Outputs, outcome: Any) -> None:
     """Push ``outcome``'s metrics to --pushgateway, when given; a _PushError when
     the push fails."""
-    from ncclparse.health.outputs import push_metrics
+    from ncclparse.report.check_outputs import push_metrics
 
     if outputs.pushgateway is None:
         return
@@ -389,8 +389,8 @@ def _judge(
     from ncclparse.errors import ProfileError
     from ncclparse.health.baselines import window_start
     from ncclparse.health.check import check as run_check
-    from ncclparse.health.history import scan_history, source_keys
-    from ncclparse.health.outputs import render_outputs
+    from ncclparse.report.check_outputs import render_outputs
+    from ncclparse.store.history import scan_history, source_keys
 
     name = _history_name(given)
     notes: list[Any] = []
@@ -460,7 +460,7 @@ def _history_name(given: _History) -> str:
         if given.first_night:
             raise click.UsageError("--first-night needs --history")
         return "the history"
-    from ncclparse.health.history import history_exists
+    from ncclparse.store.history import history_exists
 
     if history_exists(given.directory):
         return given.directory
@@ -514,7 +514,7 @@ def _write_failed(outputs: _Outputs, message: str) -> None:
     then push it to --pushgateway; a file that cannot be written, or a push that
     fails, is named on stderr."""
     from ncclparse.health.check import error_result
-    from ncclparse.health.outputs import (
+    from ncclparse.report.check_outputs import (
         error_html,
         push_metrics,
         to_json,
@@ -522,7 +522,7 @@ def _write_failed(outputs: _Outputs, message: str) -> None:
         to_markdown,
         to_prometheus,
     )
-    from ncclparse.storage import atomic_output
+    from ncclparse.store.atomic import atomic_output
 
     failed = error_result(message)
     renderings: tuple[tuple[Path | None, Callable[[], str]], ...] = (
@@ -602,8 +602,8 @@ def ingest(
     Exit status: 0 done, 1 an input could not be read (the others are added), 4
     the history cannot be created, read, written or locked (nothing is added).
     """
-    from ncclparse.health.history import HistoryError
-    from ncclparse.health.history import ingest as add_to_history
+    from ncclparse.store.history import HistoryError
+    from ncclparse.store.history import ingest as add_to_history
 
     result, failures = parse_inputs(inputs, quiet, filters=filters, jobs=jobs)
     try:
@@ -703,8 +703,8 @@ def compare(
     bandwidth (GB/s) and time (µs) and the bus bandwidth change (%).
     """
     from ncclparse.health.compare import compare as run_compare
-    from ncclparse.inputs import load_measurements
-    from ncclparse.storage import atomic_output
+    from ncclparse.inputs.walk import load_measurements
+    from ncclparse.store.atomic import atomic_output
 
     base_table = load_measurements(baseline, jobs=jobs)
     cand_table = load_measurements(candidate, jobs=jobs)
@@ -715,7 +715,9 @@ def compare(
         baseline_side=_compare_side(baseline, baseline_name, base_table),
         candidate_side=_compare_side(candidate, candidate_name, cand_table),
     )
-    text = _render_comparison(found, _compare_format(output, fmt))
+    from ncclparse.report.comparison import render_comparison
+
+    text = render_comparison(found, _compare_format(output, fmt))
     if output is None:
         click.echo(text, nl=False)
     else:
@@ -731,16 +733,6 @@ def _compare_format(output: Path | None, fmt: str | None) -> str:
         return fmt
     suffix = output.suffix.lower() if output is not None else ""
     return _COMPARE_SUFFIXES.get(suffix, "text")
-
-
-def _render_comparison(found: Any, fmt: str) -> str:
-    if fmt == "html":
-        from ncclparse.report.render import render_comparison_html
-
-        return render_comparison_html(found)
-    from ncclparse.health.outputs import render_comparison
-
-    return render_comparison(found, fmt)
 
 
 def _compare_side(path: str, name: str | None, table: Any) -> Any:
@@ -765,11 +757,11 @@ def _compare_side(path: str, name: str | None, table: Any) -> Any:
 def _history_nights(path: str) -> list[str] | None:
     """The dates of a history's partitions, sorted (empty when they cannot be
     listed cheaply: an object store); None when ``path`` is not a history (as
-    :func:`ncclparse.inputs.load_measurements` tells)."""
-    from ncclparse.locations import is_uri
+    :func:`ncclparse.inputs.walk.load_measurements` tells)."""
+    from ncclparse.store.locations import is_uri
 
     if is_uri(path):
-        from ncclparse.locations import location
+        from ncclparse.store.locations import location
 
         try:
             listed = location(path).listing()

@@ -20,9 +20,8 @@ import click
 from ncclparse.errors import InputError
 
 if TYPE_CHECKING:
-    from ncclparse.api import ParseResult
-    from ncclparse.inputs import Filters
-    from ncclparse.parsers import Source
+    from ncclparse.inputs.walk import Filters
+    from ncclparse.parsers import ParseResult, Source
 
 EXIT_BAD_INPUT = 1  # an input could not be read or recognised (others still written)
 # check, ingest, history: the machine failed, not the fabric: an output that cannot
@@ -43,7 +42,7 @@ AUTO_JOBS = 8
 def _jobs(ctx: Any, param: Any, value: str) -> int:
     """``--jobs``: a count from 1 on, or ``auto`` (the CPUs, up to AUTO_JOBS)."""
     if value == "auto":
-        from ncclparse.workers import available_cpus
+        from ncclparse.inputs.workers import available_cpus
 
         return min(available_cpus(), AUTO_JOBS)
     try:
@@ -87,12 +86,12 @@ def parse_inputs(
     """Parse INPUTS (stdin when none and not a terminal); echo summaries and errors.
 
     What directory walks skipped is echoed as notes, and kept in ``notes`` if given
-    (``ncclparse.inputs.Note``). ``filters`` (from :func:`input_filters`) select
+    (``ncclparse.inputs.walk.Note``). ``filters`` (from :func:`input_filters`) select
     the files of directory walks. While parsing, a progress line is drawn on stderr
-    when it is a terminal and not ``quiet`` (:mod:`ncclparse.progress`), and wiped
-    before anything else is written.
+    when it is a terminal and not ``quiet`` (:mod:`ncclparse.inputs.progress`), and
+    wiped before anything else is written.
     """
-    from ncclparse.inputs import Note, expand
+    from ncclparse.inputs.walk import Note, expand
 
     found: list[Note] = []
     expanded = list(expand(inputs_or_stdin(inputs), found, filters=filters))
@@ -117,12 +116,12 @@ def _parse_showing_progress(
 ) -> ParseResult:
     """:func:`ncclparse.parse_many` of ``sources`` in ``jobs`` processes, with a
     progress line if wanted."""
-    from ncclparse import progress
-    from ncclparse.api import _parse_many
+    from ncclparse.inputs import progress
+    from ncclparse.inputs.parsing import parse_sources
 
     stream = sys.stderr
     if not progress.enabled(quiet, stream):
-        return _parse_many(sources, on_batch, jobs, None)
+        return parse_sources(sources, on_batch, jobs, None)
     line = progress.Progress(len(sources), stream)
     batches = on_batch
     if on_batch is not None and _stdout_is_terminal():
@@ -132,7 +131,7 @@ def _parse_showing_progress(
             on_batch(batch)
 
     try:
-        return _parse_many(sources, batches, jobs, line)
+        return parse_sources(sources, batches, jobs, line)
     finally:
         line.close()
 
@@ -145,15 +144,15 @@ def parse_points(
     jobs: int = 1,
 ) -> tuple[Any, list[Exception]]:
     """As :func:`parse_inputs`, for commands that judge points: rows stream into a
-    :class:`ncclparse.points.PointTable`, which merges the repeats of a point when
-    there are more rows than ``limits`` allow (the merged runs say so in their
+    :class:`ncclparse.inputs.points.PointTable`, which merges the repeats of a point
+    when there are more rows than ``limits`` allow (the merged runs say so in their
     warnings).
 
     Raises TooManyPoints when the points themselves are too many.
     """
     import dataclasses
 
-    from ncclparse.points import PointTable, with_merge_notes
+    from ncclparse.inputs.points import PointTable, with_merge_notes
 
     points = PointTable(limits)
     result, failures = parse_inputs(
@@ -193,12 +192,12 @@ def exit_on(failures: list[Exception]) -> None:
 
 def input_filters(command: Callable[..., Any]) -> Callable[..., Any]:
     """Add ``--include`` and ``--exclude`` (repeatable) to ``command``, which
-    receives them as one ``filters`` value (:class:`ncclparse.inputs.Filters`) for
+    receives them as one ``filters`` value (:class:`ncclparse.inputs.walk.Filters`) for
     :func:`parse_inputs`."""
 
     @functools.wraps(command)
     def with_filters(*args: Any, **kwargs: Any) -> Any:
-        from ncclparse.inputs import Filters
+        from ncclparse.inputs.walk import Filters
 
         filters = Filters(kwargs.pop("include"), kwargs.pop("exclude"))
         return command(*args, filters=filters, **kwargs)
@@ -344,7 +343,7 @@ def _stdout_is_terminal() -> bool:
 def write_text(text: str, output: Path | None, *, default: Path) -> None:
     """Write UTF-8 ``text`` to ``output``; without one, to stdout or (a terminal)
     to ``default``, whose path is then printed."""
-    from ncclparse.storage import atomic_output
+    from ncclparse.store.atomic import atomic_output
 
     if output is None and not _stdout_is_terminal():
         sys.stdout.buffer.write(text.encode("utf-8"))

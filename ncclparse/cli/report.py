@@ -22,7 +22,7 @@ from ncclparse.cli.options import (
 
 if TYPE_CHECKING:
     from ncclparse.efficiency import HardwareOptions
-    from ncclparse.inputs import Filters
+    from ncclparse.inputs.walk import Filters
 
 
 @click.command()
@@ -73,7 +73,7 @@ def report(
     The HTML page needs no network and no JavaScript; the same inputs give the same
     bytes. Exit status as for `parse`.
     """
-    from ncclparse.points import REPORT_LIMITS
+    from ncclparse.inputs.points import REPORT_LIMITS
     from ncclparse.report import build_context, render_report
 
     result, failures = parse_points(inputs, quiet, REPORT_LIMITS, filters, jobs)

@@ -81,9 +81,9 @@ def trend(
     that does not exist); 4 the history cannot be read or the page written.
     """
     from ncclparse.errors import NcclParseError
-    from ncclparse.health.history import HistoryError, history_exists
     from ncclparse.report.trend import render_trend, trend_of, trend_page
-    from ncclparse.storage import atomic_output
+    from ncclparse.store.atomic import atomic_output
+    from ncclparse.store.history import HistoryError, history_exists
 
     policy = load_rules(rules).history
     try:

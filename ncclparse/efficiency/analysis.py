@@ -22,7 +22,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ncclparse import columns as arr
+from ncclparse import _arrow as arr
 from ncclparse.collectives import COLLECTIVES, TABLE, Bound, BusbwKind, Steps
 from ncclparse.efficiency import notes as why
 from ncclparse.efficiency.bandwidth import Columns, bandwidths

@@ -12,7 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ncclparse import columns as arr
+from ncclparse import _arrow as arr
 from ncclparse.collectives import COLLECTIVES, TABLE, BusbwKind
 from ncclparse.efficiency import notes as why
 from ncclparse.errors import ProfileError

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from ncclparse import columns as arr
+from ncclparse import _arrow as arr
 from ncclparse.efficiency import notes as why
 from ncclparse.schema import SERIES_KEYS
 

@@ -1,7 +1,7 @@
 """History baselines: per series and size, the recent runs' median and spread.
 
 A run of tonight is judged against the runs of the same shape (``schema.SHAPE_KEYS``)
-and size in the history (:mod:`ncclparse.health.history`), as a median and a median
+and size in the history (:mod:`ncclparse.store.history`), as a median and a median
 absolute deviation (MAD) over a window of recent runs (:class:`HistoryPolicy`).
 :func:`select_baseline` also accounts for the runs it did not use (other tags,
 tonight's own, unusable, older than the window), so that a check can say why it has
@@ -23,10 +23,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from ncclparse import schema
-from ncclparse.columns import distinct_rows, fill_null, key_codes
+from ncclparse._arrow import distinct_rows, fill_null, key_codes
 from ncclparse.efficiency import bandwidth_columns
-from ncclparse.health.history import HistoryView, usable, view_of
 from ncclparse.health.rules import HistoryPolicy
+from ncclparse.store.history import HistoryView, usable, view_of
 
 __all__ = [
     "BASELINE_KEYS",
@@ -338,8 +338,8 @@ def select_baseline(
     today: dt.date | None = None,
 ) -> Selection:
     """The baseline of ``history`` (a whole history, any tags: a table as
-    :func:`ncclparse.health.history.read_history` gives, or the view
-    :func:`~ncclparse.health.history.scan_history` gives) for the runs with every
+    :func:`ncclparse.store.history.read_history` gives, or the view
+    :func:`~ncclparse.store.history.scan_history` gives) for the runs with every
     ``tags`` item, as :func:`baselines` builds it, with the account of every run
     (:class:`Selection`)."""
     tags = dict(tags or {})

@@ -19,7 +19,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ncclparse.columns import key_text
+from ncclparse._arrow import key_text
 from ncclparse.health.rules import BlamePolicy
 from ncclparse.schema import SHAPE_KEYS
 

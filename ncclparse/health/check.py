@@ -24,8 +24,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ncclparse.api import ParseResult
-from ncclparse.columns import frame, key_text, rows_by_run, run_rows
+from ncclparse._arrow import frame, key_text, rows_by_run, run_rows
 from ncclparse.efficiency import Analysis, HardwareOptions, analyze
 from ncclparse.formatting import format_bytes, series_label
 from ncclparse.health.baselines import BASELINE_KEYS, select_baseline
@@ -63,7 +62,8 @@ from ncclparse.health.verdict import (
     no_plateau,
 )
 from ncclparse.health.verdict import judged as judged_of
-from ncclparse.inputs import Note
+from ncclparse.inputs.walk import Note
+from ncclparse.parsers import ParseResult
 from ncclparse.schema import BLOCK_KEYS, SERIES_KEYS
 
 __all__ = ["Case", "CheckResult", "Finding", "check", "error_result"]
@@ -146,7 +146,7 @@ def check(
     stops before bandwidth can be judged (unless ``rules.verdict.unjudged`` is
     ``"skip"``). ``input_notes`` (what a directory walk skipped) are skipped
     ``input`` cases; no run in any input is a failed ``runs`` case.
-    ``history`` is a table from :func:`ncclparse.health.history.read_history`, or
+    ``history`` is a table from :func:`ncclparse.store.history.read_history`, or
     None; its runs with every ``tags`` item, other than the candidate's own
     (``exclude_keys``, ingest keys) and within the window, make the baseline
     (:func:`ncclparse.health.baselines.select_baseline`). With history, the

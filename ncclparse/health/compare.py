@@ -11,56 +11,34 @@ nccl-tests' factor of the collective on its ranks (GB/s, as ``report`` draws it;
 change is exactly the ratio of the two, and logs that print no busbw, oneCCL and IMB,
 have one; None for a collective without a factor or a run without a rank count).
 
-Renderings: :func:`comparison_text` and :func:`comparison_markdown` here (headed
-columns, units in the headers), JSON in
-:func:`ncclparse.health.outputs.render_comparison`, HTML (with a chart) in
-:func:`ncclparse.report.render.render_comparison_html`.
+Every rendering (text, Markdown, JSON, HTML with a chart) is in
+:mod:`ncclparse.report.comparison`.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from ncclparse.columns import key_text
+from ncclparse._arrow import key_text
 from ncclparse.efficiency.bandwidth import busbw_factor
 from ncclparse.errors import ProfileError
-from ncclparse.formatting import format_bytes, markdown_escape, series_label
+from ncclparse.formatting import format_bytes, series_label
 from ncclparse.schema import SHAPE_KEYS
 
 __all__ = [
-    "COLUMNS",
     "COMPARE_KEYS",
     "CompareRow",
     "Comparison",
     "Side",
-    "busbw_cell",
-    "change_cell",
     "compare",
-    "comparison_markdown",
-    "comparison_text",
     "describe",
-    "time_cell",
 ]
 
 COMPARE_KEYS = (*SHAPE_KEYS, "size_bytes")
-
-# The per-size columns of the text and Markdown renderings, units in the headers.
-COLUMNS = (
-    "series",
-    "size",
-    "baseline busbw (GB/s)",
-    "candidate busbw (GB/s)",
-    "busbw change (%)",
-    "baseline time (us)",
-    "candidate time (us)",
-    "verdict",
-)
-_NUMERIC = frozenset(range(2, 7))  # right-aligned columns
 
 
 @dataclass(frozen=True, slots=True)
@@ -188,120 +166,6 @@ def describe(table: pa.Table, name: str | None = None) -> str:
         numbers = ", ".join(str(run) for _, run in runs)
         return f"{len(runs)} runs: runs {numbers}{of}"
     return f"{len(runs)} runs of {len(sources)} logs"
-
-
-def comparison_text(comparison: Comparison) -> str:
-    """The comparison for a terminal: verdict, the two sides, then one headed,
-    aligned line per series and size (busbw in GB/s, times in µs)."""
-    lines = [f"verdict: {_headline(comparison)}"]
-    lines += [f"{title} {text}" for title, text in _sides(comparison)]
-    table = [COLUMNS, *(_cells(r) for r in comparison.rows)]
-    widths = [max(len(row[i]) for row in table) for i in range(len(COLUMNS))]
-    lines.append("")
-    if comparison.rows:
-        for row in table:
-            lines.append(
-                "  ".join(
-                    cell.rjust(width) if i in _NUMERIC else cell.ljust(width)
-                    for i, (cell, width) in enumerate(zip(row, widths, strict=True))
-                ).rstrip()
-            )
-    else:
-        lines.append("no series and size in common")
-    for title, items in _only(comparison):
-        lines += ["", f"{title}: {', '.join(items)}"]
-    return "\n".join(lines) + "\n"
-
-
-def comparison_markdown(comparison: Comparison) -> str:
-    """The comparison as Markdown: verdict, the two sides, a table with a header row
-    (busbw in GB/s, times in µs). Text from logs is escaped."""
-    lines = [f"## ncclparse compare: {_headline(comparison)}", ""]
-    for title, side in (
-        ("baseline", comparison.baseline),
-        ("candidate", comparison.candidate),
-    ):
-        about = f" ({markdown_escape(side.about)})" if side.about else ""
-        lines.append(f"- **{title}**: `{_code(side.name)}`{about}")
-    lines.append("")
-    if comparison.rows:
-        lines.append(f"| {' | '.join(COLUMNS)} |")
-        lines.append(
-            "| "
-            + " | ".join(
-                "---:" if i in _NUMERIC else "---" for i in range(len(COLUMNS))
-            )
-            + " |"
-        )
-        for r in comparison.rows:
-            cells = _cells(r)
-            lines.append(f"| {' | '.join(markdown_escape(c) for c in cells)} |")
-    else:
-        lines.append("No series and size in common.")
-    for title, items in _only(comparison):
-        lines += ["", f"**{title.capitalize()}**: {markdown_escape(', '.join(items))}"]
-    return "\n".join(lines) + "\n"
-
-
-def busbw_cell(value: float | None) -> str:
-    """A bus bandwidth in GB/s as nccl-tests prints it (2 decimals), or "-"."""
-    return "-" if value is None else f"{value:.2f}"
-
-
-def time_cell(value: float) -> str:
-    """A time in µs, to 0.01 µs (IMB times its small sizes in tenths of a µs)."""
-    return f"{value:.2f}"
-
-
-def change_cell(change: float) -> str:
-    """A relative change in %, signed: "+3.2", "-20.0"."""
-    return f"{change * 100:+.1f}"
-
-
-def _cells(r: CompareRow) -> tuple[str, ...]:
-    return (
-        r.series,
-        format_bytes(r.size_bytes),
-        busbw_cell(r.baseline_busbw_gbps),
-        busbw_cell(r.candidate_busbw_gbps),
-        change_cell(r.change),
-        time_cell(r.baseline_time_us),
-        time_cell(r.candidate_time_us),
-        r.verdict,
-    )
-
-
-def _headline(comparison: Comparison) -> str:
-    head = f"{comparison.verdict} (threshold {comparison.threshold:.0%}"
-    if comparison.geomean_change is not None:
-        head += f", geometric mean busbw change {comparison.geomean_change:+.1%}"
-    return head + ")"
-
-
-def _sides(comparison: Comparison) -> list[tuple[str, str]]:
-    return [
-        (title, side.name + (f" ({side.about})" if side.about else ""))
-        for title, side in (
-            ("baseline: ", comparison.baseline),
-            ("candidate:", comparison.candidate),
-        )
-    ]
-
-
-def _only(comparison: Comparison) -> Sequence[tuple[str, tuple[str, ...]]]:
-    return [
-        (title, items)
-        for title, items in (
-            ("only in the baseline", comparison.only_baseline),
-            ("only in the candidate", comparison.only_candidate),
-        )
-        if items
-    ]
-
-
-def _code(text: str) -> str:
-    """Text for a Markdown code span: one line, no backtick to end it early."""
-    return " ".join(text.split()).replace("`", "'")
 
 
 def _base_name(source: str) -> str:

@@ -6,8 +6,8 @@ look like my format? ``head`` is the first lines of the input) and
 memory, hands each run to ``emit`` once it is final (in source order) and returns the
 line accounting. Nothing outside this package imports its private modules: what the
 rest of ncclparse needs (:data:`Source`, :func:`open_source`, :class:`Collector`,
-:data:`LINE_KINDS`, :func:`numbered`) is re-exported here, with :func:`parse_source`,
-which parses one source into a Collector.
+:data:`LINE_KINDS`, :func:`numbered`, :class:`ParseResult`) is re-exported here,
+with :func:`parse_source`, which parses one source into a Collector.
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ from ._lines import (
 )
 from ._model import LINE_KINDS, Collector, Run
 from ._spill import SpillError
+from .result import ParseResult, result_of
 
 __all__ = [
     "LINE_KINDS",
@@ -42,6 +43,7 @@ __all__ = [
     "SNIFF_LINES",
     "Collector",
     "Line",
+    "ParseResult",
     "Parser",
     "Run",
     "Source",
@@ -50,6 +52,7 @@ __all__ = [
     "open_source",
     "parse_lines",
     "parse_source",
+    "result_of",
 ]
 
 # How far into an input detection looks: NCCL_DEBUG=INFO start-up chatter of many

@@ -14,7 +14,7 @@ from typing import Any, cast
 import pyarrow as pa
 
 from ncclparse import schema
-from ncclparse.arrays import from_codes, from_values, repeated, spread
+from ncclparse._arrays import from_codes, from_values, repeated, spread
 
 from . import _lines
 from ._lines import Line
@@ -338,8 +338,9 @@ class Collector:
         runs: pa.Table,
         accounting: dict[str, Counter[str]],
     ) -> None:
-        """Append what another Collector gathered (a worker's: ncclparse.workers),
-        after everything added so far; rows are handed on in BATCH_ROWS batches."""
+        """Append what another Collector gathered (a worker's:
+        ncclparse.inputs.workers), after everything added so far; rows are handed
+        on in BATCH_ROWS batches."""
         self.flush()
         for batch in measurements.to_batches(max_chunksize=BATCH_ROWS):
             self._hand_on(batch)

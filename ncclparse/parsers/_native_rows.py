@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 import pyarrow as pa
 
-from ncclparse.arrays import from_codes, from_values, repeated
+from ncclparse._arrays import from_codes, from_values, repeated
 
 from ._nccl_layout import NATIVE_METRICS
 from ._spill import SCHEMA

@@ -21,7 +21,7 @@ from typing import Any
 import pyarrow as pa
 
 from ncclparse import schema
-from ncclparse.arrays import array
+from ncclparse._arrays import array
 
 # Columns every row of a run shares: filled in from the run when read back.
 RUN_COLUMNS = frozenset(

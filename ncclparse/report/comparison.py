@@ -1,138 +1,215 @@
-"""The chart of a baseline/candidate comparison, as a deterministic inline ``<svg>``.
+"""A baseline/candidate comparison in every format ``compare`` writes.
 
-Two panels on one log2 size axis: above, bus bandwidth against size for each series,
-the baseline dashed with hollow markers and the candidate solid (one colour per
-series); below, the bus bandwidth change per size in %, with the ``threshold`` band
-shaded and regressed sizes outlined in red. Drawn with the report's figure machinery
-(:mod:`ncclparse.report.figure`): the same comparison gives the same bytes.
+:func:`render_comparison` gives ``text`` (headed, aligned columns for a terminal),
+``md`` (a Markdown table), ``json`` (the comparison as a document) and ``html`` (one
+self-contained page with the chart of
+:mod:`~ncclparse.report.comparison_chart`); busbw in GB/s and times in µs, units in
+the headers. Text from logs is escaped in Markdown and HTML. The judgement itself is
+:func:`ncclparse.health.compare.compare`.
 """
 
 from __future__ import annotations
 
+import json
+import math
 from collections.abc import Sequence
+from dataclasses import asdict
 
-import pandas as pd
-from matplotlib.axes import Axes
-from matplotlib.figure import Figure
-from matplotlib.ticker import FuncFormatter
+from markupsafe import Markup
 
+from ncclparse.formatting import format_bytes, markdown_escape
 from ncclparse.health.compare import CompareRow, Comparison
-from ncclparse.report.figure import COLORS, MARKERS, finish, plain, size_axis, styled
+from ncclparse.report.comparison_chart import (
+    charted_series,
+    charts_busbw,
+    comparison_chart,
+)
+from ncclparse.report.render import environment
 
-__all__ = ["MAX_SERIES", "charted_series", "charts_busbw", "comparison_chart"]
+__all__ = [
+    "COLUMNS",
+    "COMPARE_FORMATS",
+    "busbw_cell",
+    "change_cell",
+    "comparison_html",
+    "comparison_markdown",
+    "comparison_text",
+    "render_comparison",
+    "time_cell",
+]
 
-MAX_SERIES = len(COLORS)  # one colour each; more would not tell apart
-_FIGSIZE = (7.2, 5.6)
-_REGRESSION = "#b3261e"
+COMPARE_FORMATS = ("text", "json", "md", "html")
+
+# The per-size columns of the text and Markdown renderings, units in the headers.
+COLUMNS = (
+    "series",
+    "size",
+    "baseline busbw (GB/s)",
+    "candidate busbw (GB/s)",
+    "busbw change (%)",
+    "baseline time (us)",
+    "candidate time (us)",
+    "verdict",
+)
+_NUMERIC = frozenset(range(2, 7))  # right-aligned columns
 
 
-def charted_series(comparison: Comparison) -> list[str]:
-    """The series the chart draws, in row order: all of them, or the
-    :data:`MAX_SERIES` whose worst size lost the most bus bandwidth (ties: row
-    order)."""
-    worst: dict[str, float] = {}
-    for row in comparison.rows:
-        worst[row.series] = min(worst.get(row.series, row.change), row.change)
-    order = list(worst)
-    chosen = set(sorted(order, key=lambda name: worst[name])[:MAX_SERIES])
-    return [name for name in order if name in chosen]
+def render_comparison(comparison: Comparison, fmt: str) -> str:
+    """Render a comparison as ``text``, ``json``, ``md`` or ``html``."""
+    if fmt == "json":
+        document = {
+            "format": "ncclparse-compare",
+            "version": 1,
+            **asdict(comparison),
+        }
+        return json.dumps(_finite(document), indent=2, allow_nan=False) + "\n"
+    if fmt == "text":
+        return comparison_text(comparison)
+    if fmt == "md":
+        return comparison_markdown(comparison)
+    if fmt == "html":
+        return comparison_html(comparison)
+    raise ValueError(f"unknown format {fmt!r} (one of {', '.join(COMPARE_FORMATS)})")
 
 
-def charts_busbw(comparison: Comparison) -> bool:
-    """Whether the chart has its bus bandwidth panel: some charted size has a busbw
-    (else only the change is drawn)."""
-    names = set(charted_series(comparison))
-    return any(
-        r.baseline_busbw_gbps is not None or r.candidate_busbw_gbps is not None
-        for r in comparison.rows
-        if r.series in names
+def comparison_html(comparison: Comparison) -> str:
+    """One self-contained HTML page: the two sides named, the verdict, the chart and
+    the per-size table. The same comparison gives the same bytes."""
+    return (
+        environment()
+        .get_template("compare.html")
+        .render(
+            c=comparison,
+            chart=Markup(comparison_chart(comparison)),
+            charted=charted_series(comparison),
+            chart_busbw=charts_busbw(comparison),
+            series_count=len({r.series for r in comparison.rows}),
+            busbw=busbw_cell,
+            change=change_cell,
+            time=time_cell,
+        )
     )
 
 
-@styled
-def comparison_chart(comparison: Comparison, *, plot_id: str = "compare") -> str:
-    """Bus bandwidth of both sides, and the change, against size (module doc).
-
-    An empty string when the sides have no size in common.
-    """
-    if not comparison.rows:
-        return ""
-    if charts_busbw(comparison):
-        fig = Figure(figsize=_FIGSIZE, layout="constrained")
-        top, bottom = fig.subplots(2, 1, sharex=True, height_ratios=(3, 2))
-    else:  # no busbw factor for these collectives: the change alone
-        fig = Figure(figsize=(_FIGSIZE[0], _FIGSIZE[1] * 0.6), layout="constrained")
-        top = bottom = fig.add_subplot()
-    sizes = pd.Series([float(r.size_bytes) for r in comparison.rows], dtype=float)
-    for index, name in enumerate(charted_series(comparison)):
-        rows = sorted(
-            (r for r in comparison.rows if r.series == name),
-            key=lambda r: r.size_bytes,
-        )
-        _draw_series(top, bottom, rows, index, name)
-    band = comparison.threshold * 100
-    bottom.axhspan(-band, band, color="#ececec", zorder=0, linewidth=0)
-    bottom.axhline(0, color="#555555", linewidth=0.8)
-    bad = [r for r in comparison.rows if r.verdict == "regression"]
-    if bad:
-        bottom.scatter(
-            [r.size_bytes for r in bad],
-            [r.change * 100 for r in bad],
-            s=70,
-            facecolors="none",
-            edgecolors=_REGRESSION,
-            linewidths=1.2,
-            zorder=3,
-            label="regression",
-        )
-    for ax in {id(top): top, id(bottom): bottom}.values():
-        size_axis(ax, sizes)
-    if top is not bottom:
-        top.set_xlabel("")
-        top.set_ylim(bottom=0)
-        top.set_ylabel("bus bandwidth (GB/s)")
-        # The style key: baseline dashed and hollow, candidate solid.
-        top.plot([], [], color="#555555", linestyle="--", marker="o",
-                 markerfacecolor="none", label="baseline (dashed, hollow)")  # fmt: skip
-        top.plot([], [], color="#555555", linestyle="-", marker="o",
-                 label="candidate (solid)")  # fmt: skip
-    bottom.set_ylabel("busbw change")
-    bottom.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:+.0f} %"))
-    low, high = bottom.get_ylim()
-    bottom.set_ylim(min(low, -band * 2), max(high, band * 2))
-    title = (
-        "Bus bandwidth of the baseline and the candidate, and its change, per size"
-        if top is not bottom
-        else "Bus bandwidth change per size"
-    )
-    return finish(fig, top, plot_id, title, legend_columns=1)
-
-
-def _draw_series(
-    top: Axes, bottom: Axes, rows: Sequence[CompareRow], index: int, name: str
-) -> None:
-    color = COLORS[index % len(COLORS)]
-    marker = MARKERS[index % len(MARKERS)]
-    xs = [float(r.size_bytes) for r in rows]
-    for busbw, style in (
-        ([r.baseline_busbw_gbps for r in rows], {"linestyle": "--",
-                                                 "markerfacecolor": "none"}),
-        ([r.candidate_busbw_gbps for r in rows], {"linestyle": "-"}),
-    ):  # fmt: skip
-        points = [(x, y) for x, y in zip(xs, busbw, strict=True) if y is not None]
-        if points:
-            top.plot(
-                [x for x, _ in points],
-                [y for _, y in points],
-                color=color,
-                marker=marker,
-                **style,  # type: ignore[arg-type]
+def comparison_text(comparison: Comparison) -> str:
+    """The comparison for a terminal: verdict, the two sides, then one headed,
+    aligned line per series and size (busbw in GB/s, times in µs)."""
+    lines = [f"verdict: {_headline(comparison)}"]
+    lines += [f"{title} {text}" for title, text in _sides(comparison)]
+    table = [COLUMNS, *(_cells(r) for r in comparison.rows)]
+    widths = [max(len(row[i]) for row in table) for i in range(len(COLUMNS))]
+    lines.append("")
+    if comparison.rows:
+        for row in table:
+            lines.append(
+                "  ".join(
+                    cell.rjust(width) if i in _NUMERIC else cell.ljust(width)
+                    for i, (cell, width) in enumerate(zip(row, widths, strict=True))
+                ).rstrip()
             )
-    bottom.plot(
-        xs,
-        [r.change * 100 for r in rows],
-        color=color,
-        marker=marker,
-        linestyle="-",
-        label=plain(name),
+    else:
+        lines.append("no series and size in common")
+    for title, items in _only(comparison):
+        lines += ["", f"{title}: {', '.join(items)}"]
+    return "\n".join(lines) + "\n"
+
+
+def comparison_markdown(comparison: Comparison) -> str:
+    """The comparison as Markdown: verdict, the two sides, a table with a header row
+    (busbw in GB/s, times in µs). Text from logs is escaped."""
+    lines = [f"## ncclparse compare: {_headline(comparison)}", ""]
+    for title, side in (
+        ("baseline", comparison.baseline),
+        ("candidate", comparison.candidate),
+    ):
+        about = f" ({markdown_escape(side.about)})" if side.about else ""
+        lines.append(f"- **{title}**: `{_code(side.name)}`{about}")
+    lines.append("")
+    if comparison.rows:
+        lines.append(f"| {' | '.join(COLUMNS)} |")
+        lines.append(
+            "| "
+            + " | ".join(
+                "---:" if i in _NUMERIC else "---" for i in range(len(COLUMNS))
+            )
+            + " |"
+        )
+        for r in comparison.rows:
+            cells = _cells(r)
+            lines.append(f"| {' | '.join(markdown_escape(c) for c in cells)} |")
+    else:
+        lines.append("No series and size in common.")
+    for title, items in _only(comparison):
+        lines += ["", f"**{title.capitalize()}**: {markdown_escape(', '.join(items))}"]
+    return "\n".join(lines) + "\n"
+
+
+def busbw_cell(value: float | None) -> str:
+    """A bus bandwidth in GB/s as nccl-tests prints it (2 decimals), or "-"."""
+    return "-" if value is None else f"{value:.2f}"
+
+
+def time_cell(value: float) -> str:
+    """A time in µs, to 0.01 µs (IMB times its small sizes in tenths of a µs)."""
+    return f"{value:.2f}"
+
+
+def change_cell(change: float) -> str:
+    """A relative change in %, signed: "+3.2", "-20.0"."""
+    return f"{change * 100:+.1f}"
+
+
+def _cells(r: CompareRow) -> tuple[str, ...]:
+    return (
+        r.series,
+        format_bytes(r.size_bytes),
+        busbw_cell(r.baseline_busbw_gbps),
+        busbw_cell(r.candidate_busbw_gbps),
+        change_cell(r.change),
+        time_cell(r.baseline_time_us),
+        time_cell(r.candidate_time_us),
+        r.verdict,
     )
+
+
+def _headline(comparison: Comparison) -> str:
+    head = f"{comparison.verdict} (threshold {comparison.threshold:.0%}"
+    if comparison.geomean_change is not None:
+        head += f", geometric mean busbw change {comparison.geomean_change:+.1%}"
+    return head + ")"
+
+
+def _sides(comparison: Comparison) -> list[tuple[str, str]]:
+    return [
+        (title, side.name + (f" ({side.about})" if side.about else ""))
+        for title, side in (
+            ("baseline: ", comparison.baseline),
+            ("candidate:", comparison.candidate),
+        )
+    ]
+
+
+def _only(comparison: Comparison) -> Sequence[tuple[str, tuple[str, ...]]]:
+    return [
+        (title, items)
+        for title, items in (
+            ("only in the baseline", comparison.only_baseline),
+            ("only in the candidate", comparison.only_candidate),
+        )
+        if items
+    ]
+
+
+def _code(text: str) -> str:
+    """Text for a Markdown code span: one line, no backtick to end it early."""
+    return " ".join(text.split()).replace("`", "'")
+
+
+def _finite(value: object) -> object:
+    if isinstance(value, dict):
+        return {k: _finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v) for v in value]
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value

@@ -1,6 +1,6 @@
 """Build the report context from parsed and analysed tables.
 
-:func:`build_context` turns a :class:`~ncclparse.api.ParseResult` (and its
+:func:`build_context` turns a :class:`~ncclparse.parsers.ParseResult` (and its
 :class:`~ncclparse.efficiency.Analysis`) into a :class:`ReportContext` (the dataclasses
 of :mod:`ncclparse.report.page`): a verdict per run, key numbers, charts as SVG
 strings, tables and every warning and error. Everything a template shows is computed
@@ -21,10 +21,8 @@ import pandas as pd
 import pyarrow as pa
 from markupsafe import Markup
 
-from ncclparse import per_iteration
-from ncclparse.api import ParseResult
-from ncclparse.columns import frame, rows_by_run, run_rows
-from ncclparse.efficiency import Analysis, analyze
+from ncclparse._arrow import frame, rows_by_run, run_rows
+from ncclparse.efficiency import Analysis, analyze, per_iteration
 from ncclparse.efficiency.hardware import HardwareOptions
 from ncclparse.formatting import format_bytes, series_label
 from ncclparse.health.rules import DEFAULT_RULES, VerdictPolicy
@@ -36,6 +34,7 @@ from ncclparse.health.verdict import (
     judge_run,
     judged_rows,
 )
+from ncclparse.parsers import ParseResult
 from ncclparse.report import plots
 from ncclparse.report.checks import CheckSummary, RunLink, check_summary
 from ncclparse.report.facts import (
@@ -112,7 +111,7 @@ def build_context(
     has small multiples, which replace each block's charts.
     Raises ProfileError as ``analyze`` does.
     """
-    from ncclparse import __version__
+    from ncclparse._version import __version__
 
     if analysis is None:
         analysis = analyze(result.measurements, hardware, result.runs)

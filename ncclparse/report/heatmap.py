@@ -6,7 +6,7 @@ dark row and column. :func:`is_pairwise` says whether a parse result is such a
 sweep, :func:`pair_matrix` builds the matrix (exact values, testable without a
 picture), :func:`heatmap_svg` draws it as a deterministic inline ``<svg>`` (the
 house style and export of :mod:`ncclparse.report.figure`), and
-:func:`pairwise_heatmap` does all three for a :class:`~ncclparse.api.ParseResult`,
+:func:`pairwise_heatmap` does all three for a :class:`~ncclparse.parsers.ParseResult`,
 blaming the slow host itself (:mod:`ncclparse.health.blame`) when not told.
 
 Cell value: the pair's *plateau bus bandwidth*, the median of the recomputed busbw
@@ -32,14 +32,14 @@ import pyarrow as pa
 from matplotlib import colormaps
 from matplotlib.patches import Rectangle
 
-from ncclparse.columns import key_text
+from ncclparse._arrow import key_text
 from ncclparse.efficiency import bandwidth_columns
 from ncclparse.formatting import series_label
 from ncclparse.report.figure import finish, plain, styled
 
 if TYPE_CHECKING:
-    from ncclparse.api import ParseResult
     from ncclparse.health.blame import HostScore
+    from ncclparse.parsers import ParseResult
 
 __all__ = [
     "PLATEAU_SIZES",

@@ -20,13 +20,11 @@ import jinja2
 from markupsafe import Markup
 
 from ncclparse import formatting
-from ncclparse.health.compare import Comparison
 from ncclparse.report.page import ReportContext
 
 __all__ = [
     "environment",
     "markdown_text",
-    "render_comparison_html",
     "render_markdown",
     "render_report",
 ]
@@ -113,33 +111,6 @@ def render_report(
     """
     template = environment(template_dir).get_template(_TEMPLATES[format])
     return template.render(report=context)
-
-
-def render_comparison_html(comparison: Comparison) -> str:
-    """Render a baseline/candidate comparison as one self-contained HTML page: the
-    two sides named, the verdict, a chart (:mod:`ncclparse.report.comparison`) and
-    the per-size table. The same comparison gives the same bytes."""
-    from ncclparse.health.compare import busbw_cell, change_cell, time_cell
-    from ncclparse.report.comparison import (
-        charted_series,
-        charts_busbw,
-        comparison_chart,
-    )
-
-    return (
-        environment()
-        .get_template("compare.html")
-        .render(
-            c=comparison,
-            chart=Markup(comparison_chart(comparison)),
-            charted=charted_series(comparison),
-            chart_busbw=charts_busbw(comparison),
-            series_count=len({r.series for r in comparison.rows}),
-            busbw=busbw_cell,
-            change=change_cell,
-            time=time_cell,
-        )
-    )
 
 
 def render_markdown(context: ReportContext, *, template_dir: Path | None = None) -> str:

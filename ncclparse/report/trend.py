@@ -1,13 +1,13 @@
 """The trend page: bus bandwidth per series and size over the nights of a history.
 
-:func:`trend_of` reads a history (:mod:`ncclparse.health.history`, a directory or
+:func:`trend_of` reads a history (:mod:`ncclparse.store.history`, a directory or
 URI) one date at a time, oldest first, and replays for every night what ``check``
 would have judged had it run that night against the nights before it:
 
 * the night's value of a series and size is the median, over the night's runs,
   of each run's busbw (the median of its rows: recomputed ``busbw_calc_gbps``,
   :func:`ncclparse.efficiency.bandwidth_columns`), using only the rows a baseline
-  may use (:func:`~ncclparse.health.history.usable`);
+  may use (:func:`~ncclparse.store.history.usable`);
 * its baseline is :func:`~ncclparse.health.baselines.baselines`' for that night:
   the ``policy.window`` most recent runs of earlier nights (ties of date and ingest
   time broken by ingest key and run) no older than ``policy.max_age_days``, their
@@ -43,15 +43,16 @@ import pyarrow.compute as pc
 from matplotlib.dates import AutoDateLocator, ConciseDateFormatter
 from matplotlib.figure import Figure
 
-from ncclparse import __version__, schema
-from ncclparse.columns import distinct_rows, key_codes
+from ncclparse import schema
+from ncclparse._arrow import distinct_rows, key_codes
+from ncclparse._version import __version__
 from ncclparse.efficiency import bandwidth_columns
 from ncclparse.formatting import format_bytes, series_label
 from ncclparse.health.baselines import tag_values, window_start
-from ncclparse.health.history import ROW_COLUMNS, scan_history, usable
 from ncclparse.health.rules import HistoryPolicy
-from ncclparse.locations import Location
 from ncclparse.report.figure import COLORS, finish, plain, styled
+from ncclparse.store.history import ROW_COLUMNS, scan_history, usable
+from ncclparse.store.locations import Location
 
 __all__ = [
     "DEFAULT_SIZES",

@@ -17,34 +17,30 @@ import re
 import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
 import pandas as pd
 
-import ncclparse
-from ncclparse.columns import key_text
+from ncclparse._arrow import key_text
+from ncclparse._version import __version__
 from ncclparse.formatting import (
     markdown_escape,
     series_label,
 )
 from ncclparse.health.cases import ERROR_RULE, Case
 from ncclparse.health.check import CheckResult
-from ncclparse.health.compare import Comparison, comparison_markdown, comparison_text
 from ncclparse.schema import SERIES_KEYS
-from ncclparse.storage import atomic_output
+from ncclparse.store.atomic import atomic_output
 
 if TYPE_CHECKING:
     from prometheus_client.metrics_core import Metric
 
 __all__ = [
-    "COMPARE_FORMATS",
     "JSON_SCHEMA",
     "JSON_VERSION",
     "error_html",
     "push_metrics",
-    "render_comparison",
     "render_outputs",
     "stable_source",
     "tag_labels",
@@ -62,7 +58,6 @@ __all__ = [
 JSON_VERSION = 1
 # The JSON Schema of that document, shipped in the package (docs/check-json.md).
 JSON_SCHEMA = Path(__file__).with_name("check.schema.json")
-COMPARE_FORMATS = ("text", "json", "md", "html")
 # XML 1.0 forbids most control characters, which logs do contain; ElementTree would
 # write them and the file would not parse.
 _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
@@ -300,7 +295,7 @@ def to_prometheus(result: CheckResult, *, timestamp: float | None = None) -> str
             out.append(f"# TYPE {name} gauge")
             out.extend(lines)
 
-    version = {**tags, "version": ncclparse.__version__}
+    version = {**tags, "version": __version__}
     family(
         "ncclparse_check_info",
         "The check's --tag values and ncclparse's version (always 1).",
@@ -716,30 +711,3 @@ def _value(value: float) -> str:
 
 def _cell(text: Any) -> str:
     return markdown_escape(text)
-
-
-def render_comparison(comparison: Comparison, fmt: str) -> str:
-    """Render a comparison as ``text``, ``json`` or ``md`` (``html`` is
-    :func:`ncclparse.report.render.render_comparison_html`)."""
-    if fmt == "json":
-        document = {
-            "format": "ncclparse-compare",
-            "version": 1,
-            **asdict(comparison),
-        }
-        return json.dumps(_finite(document), indent=2, allow_nan=False) + "\n"
-    if fmt == "text":
-        return comparison_text(comparison)
-    if fmt == "md":
-        return comparison_markdown(comparison)
-    raise ValueError(f"unknown format {fmt!r} (one of {', '.join(COMPARE_FORMATS)})")
-
-
-def _finite(value: object) -> object:
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_finite(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value

@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from ncclparse.errors import NcclParseError
+from ncclparse.inputs.progress import Progress, tracked
 from ncclparse.parsers import Collector, Source, parse_source
-from ncclparse.progress import Progress, tracked
 
 if TYPE_CHECKING:  # imported where a pool is made: not on every command's start-up
     import multiprocessing.context
@@ -239,7 +239,7 @@ def _pool(jobs: int) -> ProcessPoolExecutor | None:
         context = multiprocessing.get_context("fork")
     elif "forkserver" in methods:
         context = multiprocessing.get_context("forkserver")
-        context.set_forkserver_preload(["ncclparse.workers"])
+        context.set_forkserver_preload(["ncclparse.inputs.workers"])
     else:
         return None
     # A forked child flushes its copy of what this process has buffered: flush first,

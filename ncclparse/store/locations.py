@@ -8,7 +8,7 @@ takes in the query string (``s3://bucket/h?endpoint_override=host:9000&scheme=ht
 and the credentials of the usual environment (``AWS_ACCESS_KEY_ID``, ...).
 
 Writes are whole or absent: a local file is written beside its target and renamed
-(:func:`ncclparse.storage.atomic_output`); an object is uploaded from memory in one
+(:func:`ncclparse.store.atomic.atomic_output`); an object is uploaded from memory in one
 stream whose close publishes it, so a failed upload publishes nothing.
 """
 
@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.fs as pafs
 
 from ncclparse.errors import InputError
-from ncclparse.storage import atomic_output
+from ncclparse.store.atomic import atomic_output
 
 __all__ = ["Location", "is_uri", "location"]
 

@@ -28,7 +28,8 @@ from typing import Any, Literal
 import pandas as pd
 import pyarrow as pa
 
-from ncclparse.api import ParseResult, parse_many
+from ncclparse.inputs.parsing import parse_sources
+from ncclparse.parsers import ParseResult
 from ncclparse.schema import MEASUREMENTS_SCHEMA, RUNS_SCHEMA, arrow_metadata
 
 __all__ = [
@@ -83,7 +84,9 @@ def parse_contents(
         paths, contents = batch.column("path"), batch.column("content")
         for path, content in zip(paths, contents, strict=True):
             name = str(path.as_py())
-            result = parse_many([(io.BytesIO(content.as_py() or b""), name)])
+            result = parse_sources(
+                [(io.BytesIO(content.as_py() or b""), name)], None, 1, None
+            )
             yield from _batches(_pick(result, table, schema, name))
 
 
@@ -104,9 +107,9 @@ def parse_path(
     if "://" in name:
         fsspec: Any = importlib.import_module("fsspec")
         with fsspec.open(name, "rb") as handle:
-            result = parse_many([(handle, name)])
+            result = parse_sources([(handle, name)], None, 1, None)
     else:
-        result = parse_many([name])
+        result = parse_sources([name], None, 1, None)
     return _frame(_pick(result, table, schema, name))
 
 

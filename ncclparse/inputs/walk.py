@@ -33,7 +33,7 @@ from ncclparse.errors import InputError, NcclParseError
 from ncclparse.parsers import PARSERS, SNIFF_LINES, Source, numbered, open_source
 
 if TYPE_CHECKING:
-    from ncclparse.locations import Location
+    from ncclparse.store.locations import Location
 
 __all__ = [
     "FIFO_WAIT",
@@ -88,7 +88,7 @@ def expand(
             yield sys.stdin.buffer, STDIN
             continue
         if "://" in item:  # pyarrow.fs only for URIs: start-up stays light
-            from ncclparse.locations import is_uri, location
+            from ncclparse.store.locations import is_uri, location
 
             if is_uri(item) and not item.lower().startswith("file://"):
                 yield from _expand_uri(item, notes, filters)
@@ -450,7 +450,7 @@ def _expand_uri(
     skipped, as in a directory walk)."""
     from pyarrow.fs import FileType
 
-    from ncclparse.locations import location
+    from ncclparse.store.locations import location
 
     try:
         where = location(item)
@@ -652,10 +652,10 @@ def load_measurements(
     input when it cannot be read.
     """
     # Imported here: this module is on every command's start-up path.
-    from ncclparse.api import parse_many
-    from ncclparse.health.history import read_history
-    from ncclparse.locations import is_uri, location
-    from ncclparse.storage import read_table
+    from ncclparse.inputs.parsing import parse_sources
+    from ncclparse.store.history import read_history
+    from ncclparse.store.locations import is_uri, location
+    from ncclparse.store.tables import read_table
 
     candidate = Path(path)
     if is_uri(path):
@@ -675,7 +675,8 @@ def load_measurements(
     errors = [e for e in items if isinstance(e, Exception)]
     if errors:
         raise errors[0]
-    result = parse_many((e for e in items if not isinstance(e, Exception)), jobs=jobs)
+    parsed = (e for e in items if not isinstance(e, Exception))
+    result = parse_sources(parsed, None, jobs, None)
     if result.failures:
         raise result.failures[0]
     return result.measurements

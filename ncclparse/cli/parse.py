@@ -24,7 +24,7 @@ from ncclparse.cli.options import (
 
 if TYPE_CHECKING:
     from ncclparse.efficiency import HardwareOptions
-    from ncclparse.inputs import Filters
+    from ncclparse.inputs.walk import Filters
 
 
 @click.command()
@@ -64,7 +64,7 @@ def parse(
     any input could not be read or recognised; the others are still written.
     """
     from ncclparse.schema import MEASUREMENTS_SCHEMA
-    from ncclparse.storage import batch_writer, table_writer, write_table
+    from ncclparse.store.tables import batch_writer, table_writer, write_table
 
     inputs = inputs_or_stdin(inputs)
     # Rows are written while the inputs are read: memory stays flat for huge logs.
@@ -118,8 +118,8 @@ def analyze(
     on stderr. Exit status as for `parse`.
     """
     from ncclparse.efficiency import analyze as run_analysis
-    from ncclparse.points import ANALYZE_LIMITS
-    from ncclparse.storage import write_table, write_to
+    from ncclparse.inputs.points import ANALYZE_LIMITS
+    from ncclparse.store.tables import write_table, write_to
 
     result, failures = parse_points(inputs, quiet, ANALYZE_LIMITS, filters, jobs)
     analysis = run_analysis(result.measurements, hardware, result.runs)

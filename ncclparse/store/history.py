@@ -6,7 +6,7 @@ DuckDB, Spark and ``pyarrow.dataset`` read it as one table with a ``date`` colum
 row is a ``measurements`` row plus the run's ``hosts`` and ``status``, the ingest's
 ``tags`` (map<string, string>), ``ingest_key``, ``ingest_id`` and ``ingested_at``.
 ``DIR`` is a local directory or an object-store URI (``s3://bucket/history``;
-:mod:`ncclparse.locations`).
+:mod:`ncclparse.store.locations`).
 
 Guarantees, and how they are kept:
 
@@ -24,10 +24,11 @@ Guarantees, and how they are kept:
   same log may then both write it, and every reader keeps the rows of the earliest
   ingest of each key.
 * Interrupted ingests leave no broken file: local files are written to a hidden
-  temporary name and renamed when complete (:func:`ncclparse.storage.atomic_output`),
-  objects are uploaded whole; dataset readers skip names starting with ``.``. An
-  ingest killed outright (``kill -9``) leaves its temporary file: the next locked
-  ingest removes those untouched for :data:`STALE_AFTER` seconds and says how many
+  temporary name and renamed when complete
+  (:func:`ncclparse.store.atomic.atomic_output`), objects are uploaded whole;
+  dataset readers skip names starting with ``.``. An ingest killed outright
+  (``kill -9``) leaves its temporary file: the next locked ingest removes those
+  untouched for :data:`STALE_AFTER` seconds and says how many
   (:attr:`IngestReport.removed`).
 * A corrupt file is not built on: ingest reads every column of the files it looks
   keys up in, and ``check`` the columns it uses of every file; either refuses with a
@@ -70,11 +71,11 @@ import pyarrow.ipc
 import pyarrow.parquet as pq
 
 from ncclparse import schema
-from ncclparse.api import ParseResult
-from ncclparse.columns import fill_null, key_codes
+from ncclparse._arrow import fill_null, key_codes
 from ncclparse.errors import InputError
-from ncclparse.locations import Location, location
-from ncclparse.storage import remove_stale_temporaries
+from ncclparse.parsers import ParseResult
+from ncclparse.store.atomic import remove_stale_temporaries
+from ncclparse.store.locations import Location, location
 
 __all__ = [
     "HISTORY_FIELDS",

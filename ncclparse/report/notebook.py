@@ -2,11 +2,11 @@
 :class:`~matplotlib.figure.Figure` out.
 
 >>> import ncclparse
->>> from ncclparse.plot import plot_bandwidth
+>>> from ncclparse.report.notebook import plot_bandwidth
 >>> result = ncclparse.parse("all_reduce.log")          # doctest: +SKIP
 >>> plot_bandwidth(result)                               # doctest: +SKIP
 
-Every function takes a :class:`~ncclparse.api.ParseResult`, an
+Every function takes a :class:`~ncclparse.parsers.ParseResult`, an
 :class:`~ncclparse.efficiency.Analysis`, or a measurements table (Arrow or pandas,
 analysed or not), and draws one line per series: a source's run, collective, dtype,
 redop, root, rank count and placement (the legend names what differs between the
@@ -31,7 +31,6 @@ from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.ticker import FuncFormatter, NullLocator
 
-from ncclparse.api import ParseResult
 from ncclparse.efficiency import (
     Analysis,
     HardwareOptions,
@@ -40,6 +39,7 @@ from ncclparse.efficiency import (
     bandwidth_columns,
 )
 from ncclparse.formatting import format_time_us
+from ncclparse.parsers import ParseResult
 from ncclparse.report.figure import COLORS, MARKERS, PLACEMENT_STYLE, plain, size_axis
 from ncclparse.report.figure import figure as new_figure
 
