@@ -8,7 +8,7 @@ import pyarrow as pa
 
 import ncclparse
 from ncclparse.efficiency import HardwareOptions
-from ncclparse.health.cases import Case, Finding, sizes
+from ncclparse.health.cases import Case, SizeMiss, sizes
 from ncclparse.health.check import CheckResult, check
 from ncclparse.health.rules import DEFAULT_RULES, Rule, Rules, rules_from_mapping
 from ncclparse.store import history
@@ -166,5 +166,5 @@ def _history_table(results: list[ncclparse.ParseResult]) -> pa.Table:
 
 def test_a_size_is_given_exactly_only_when_rounded() -> None:
     # `8 B (8 B)` said the same size twice (found by a review).
-    found = (Finding(8, "time_us", 2.0, 1.0), Finding(2**20, "time_us", 2.0, 1.0))
+    found = (SizeMiss(8, "time_us", 2.0, 1.0), SizeMiss(2**20, "time_us", 2.0, 1.0))
     assert sizes(found, lambda f: "x") == "8 B x, 1 MiB (1048576 B) x"

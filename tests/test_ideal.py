@@ -14,7 +14,7 @@ import pytest
 from ncclparse.collectives import TABLE, BusbwKind
 from ncclparse.efficiency import HardwareOptions, analyze, ideal_bandwidth
 from ncclparse.health.rules import VerdictPolicy
-from ncclparse.health.verdict import judge_run
+from ncclparse.health.verdict import AnalysedRows, judge_run
 from ncclparse.schema import measurements_table
 
 SIZES = [2**k for k in range(3, 35)]  # 8 B to 16 GiB
@@ -78,7 +78,7 @@ def _judge(
     )
     rows = analysis.rows.to_pandas()
     run = {"status": "complete", "rows": len(rows), "errors": [], "last_line": 40}
-    verdict = judge_run(run, rows, VerdictPolicy())
+    verdict = judge_run(run, AnalysedRows(rows), VerdictPolicy())
     return float(rows["ideal_busbw_gbps"].iloc[-1]), verdict.label, verdict.headline
 
 
@@ -162,7 +162,7 @@ def test_a_socket_fallback_between_nodes_is_named() -> None:
         "nics": ["eth0"],
         "nnodes": 2,
     }
-    verdict = judge_run(run, rows.to_pandas(), VerdictPolicy())
+    verdict = judge_run(run, AnalysedRows(rows.to_pandas()), VerdictPolicy())
     assert verdict.label == "CHECK"
     assert verdict.headline == (
         "NCCL moved data between nodes over TCP sockets (eth0), not RDMA: expected "

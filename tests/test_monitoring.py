@@ -740,11 +740,11 @@ def test_the_schema_is_shipped_and_versioned() -> None:
 
 def _document() -> dict[str, Any]:
     """A real failing document: tests/test_outputs.py's kind of result, built."""
-    from ncclparse.health.cases import Finding
+    from ncclparse.health.cases import SizeMiss
 
     case = Case(
         "latency", "x [a.log#0]", "fail", "slow", "a.log", 0, ("node1",),
-        "all_reduce", 3, (Finding(1024, "time_us", 2500.0, 1000.0),),
+        "all_reduce", 3, (SizeMiss(1024, "time_us", 2500.0, 1000.0),),
     )  # fmt: skip
     result = CheckResult((case,), (), analyze(measurements_table({})))
     document: dict[str, Any] = json.loads(to_json(result))

@@ -13,7 +13,7 @@ import pytest
 import ncclparse
 from ncclparse.efficiency import analyze
 from ncclparse.errors import NcclParseError
-from ncclparse.health.cases import Case, Finding
+from ncclparse.health.cases import Case, SizeMiss
 from ncclparse.health.check import CheckResult, error_result
 from ncclparse.health.compare import CompareRow, Comparison
 from ncclparse.report.check_outputs import (
@@ -43,7 +43,7 @@ RESULT = CheckResult(
             ("node1",),
             "all_reduce",
             3,
-            (Finding(1024, "time_us", 2500.0, 1000.0),),
+            (SizeMiss(1024, "time_us", 2500.0, 1000.0),),
         ),
         Case("slow-host", "hosts", "skip", "too few runs"),
     ),

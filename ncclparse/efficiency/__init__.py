@@ -10,16 +10,16 @@ alpha-beta fits and the gap attribution to a ``measurements`` table. The pieces:
 The arithmetic is written up in ``docs/efficiency.md``.
 """
 
-from ncclparse.efficiency.analysis import ROW_COLUMNS, Analysis, analyze
+from ncclparse.efficiency.analysis import ANALYSED_COLUMNS, Analysis, analyze
 from ncclparse.efficiency.bandwidth import bandwidth_columns, busbw_factor
 from ncclparse.efficiency.fits import FIT_CLASSES, FIT_COLUMNS
 from ncclparse.efficiency.hardware import HardwareOptions, HardwareProfile
 from ncclparse.efficiency.ideal import IdealBandwidth, ideal_bandwidth, ideal_busbw
 
 __all__ = [
+    "ANALYSED_COLUMNS",
     "FIT_CLASSES",
     "FIT_COLUMNS",
-    "ROW_COLUMNS",
     "Analysis",
     "HardwareOptions",
     "HardwareProfile",

@@ -25,7 +25,7 @@ import pyarrow.compute as pc
 from ncclparse import _arrow as arr
 from ncclparse.collectives import COLLECTIVES, TABLE, Bound, BusbwKind, Steps
 from ncclparse.efficiency import notes as why
-from ncclparse.efficiency.bandwidth import Columns, bandwidths
+from ncclparse.efficiency.bandwidth import InputColumns, bandwidths
 from ncclparse.efficiency.fits import FIT_CLASSES, Fit, fit_series
 from ncclparse.efficiency.hardware import (
     HardwareOptions,
@@ -34,9 +34,9 @@ from ncclparse.efficiency.hardware import (
 from ncclparse.efficiency.ideal import ideal_by_collective
 from ncclparse.errors import ProfileError
 
-__all__ = ["ROW_COLUMNS", "Analysis", "analyze"]
+__all__ = ["ANALYSED_COLUMNS", "Analysis", "analyze"]
 
-ROW_COLUMNS = (
+ANALYSED_COLUMNS = (
     "busbw_factor",
     "algbw_calc_gbps",
     "busbw_calc_gbps",
@@ -72,7 +72,7 @@ BASES = ("given", "device", "assumed")
 
 @dataclass(frozen=True, slots=True)
 class Analysis:
-    """What :func:`analyze` returns: rows (input + ROW_COLUMNS), fits, assumptions
+    """What :func:`analyze` returns: rows (input + ANALYSED_COLUMNS), fits, assumptions
     and the distinct hardware profiles the rows were judged against."""
 
     rows: pa.Table
@@ -120,7 +120,7 @@ def analyze(
     divide a row's rank count.
     """
     options = HardwareOptions.of(hardware)
-    cols = Columns(measurements)
+    cols = InputColumns(measurements)
     notes: list[str] = []
     bw = bandwidths(cols)
     reasons = bw["reasons"]
@@ -195,7 +195,7 @@ def analyze(
         "gap_residual_us": arr.floats(gaps["residual"]),
         "efficiency_note": why.note_strings(reasons),
     }
-    for name in ROW_COLUMNS:
+    for name in ANALYSED_COLUMNS:
         out = out.append_column(name, values[name])
     return Analysis(out, fit.table, tuple(dict.fromkeys(notes)), profiles)
 
@@ -236,7 +236,7 @@ def _gaps(
 
 
 def _row_hardware(
-    c: Columns, options: HardwareOptions, notes: list[str]
+    c: InputColumns, options: HardwareOptions, notes: list[str]
 ) -> tuple[dict[str, np.ndarray], tuple[HardwareProfile, ...]]:
     """Per-row B, I, P, alpha and staging figures, each device's profile resolved
     once; and the distinct profiles used."""
@@ -291,7 +291,7 @@ def _row_hardware(
 
 
 def _nodes(
-    c: Columns,
+    c: InputColumns,
     hw: dict[str, np.ndarray],
     log: dict[str, np.ndarray],
     options: HardwareOptions,

@@ -39,7 +39,7 @@ def bandwidth_columns(measurements: pa.Table) -> pa.Table:
     all_gather/reduce_scatter whose printed algbw is size (n-1)/n / t, as nccl-tests
     printed it before v2.9.0. Both null where the printed value is missing.
     """
-    cols = Columns(measurements)
+    cols = InputColumns(measurements)
     bw = bandwidths(cols)
     out = measurements
     for name in ("busbw_factor", "algbw_calc_gbps", "busbw_calc_gbps"):
@@ -53,7 +53,7 @@ def bandwidth_columns(measurements: pa.Table) -> pa.Table:
 _KINDS = np.array([0, *(TABLE[c].busbw for c in COLLECTIVES)])
 
 
-class Columns:
+class InputColumns:
     """The input columns the engine needs, as numpy arrays (NaN for null)."""
 
     def __init__(self, table: pa.Table) -> None:
@@ -76,7 +76,7 @@ class Columns:
         )
 
 
-def bandwidths(c: Columns) -> dict[str, np.ndarray]:
+def bandwidths(c: InputColumns) -> dict[str, np.ndarray]:
     """Per row: busbw factor, algbw/busbw recomputed, the two flags, kind, reasons."""
     n, t, kind = c.nranks, c.time, c.kind
     reasons = np.where(c.grouped, why.GROUPED, 0) | np.where(c.cputime, why.CPUTIME, 0)

@@ -52,7 +52,7 @@ def baselines(
     today: dt.date | None = None,
 ) -> pd.DataFrame:
     """Return one baseline per series and size (index: BASELINE_KEYS) of the
-    ``history`` rows: a table with (at least) ``ROW_COLUMNS``, or such tables one
+    ``history`` rows: a table with (at least) ``HISTORY_COLUMNS``, or such tables one
     date after another, newest first (:meth:`HistoryView.rows_of`), which are
     reduced as they come so that memory holds the window, not the history.
 

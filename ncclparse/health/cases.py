@@ -23,7 +23,7 @@ __all__ = [
     "ERROR_RULE",
     "FORMAT",
     "Case",
-    "Finding",
+    "SizeMiss",
     "Status",
     "context",
     "hosts",
@@ -43,7 +43,7 @@ FORMAT: dict[str, Callable[[float | None], str]] = {
 
 
 @dataclass(frozen=True, slots=True)
-class Finding:
+class SizeMiss:
     """One size that missed its limit. ``baseline`` is the history median (history
     cases), ``value`` and ``limit`` are in the unit of ``metric``."""
 
@@ -67,7 +67,7 @@ class Case:
     hosts: tuple[str, ...] = ()
     collective: str | None = None
     checked: int = 0
-    findings: tuple[Finding, ...] = ()
+    findings: tuple[SizeMiss, ...] = ()
 
 
 def context(key: tuple[Any, ...], runs: dict[Any, dict[str, Any]]) -> dict[str, Any]:
@@ -96,7 +96,7 @@ def _size(size_bytes: int) -> str:
     return shown if shown == f"{size_bytes} B" else f"{shown} ({size_bytes} B)"
 
 
-def sizes(findings: tuple[Finding, ...], detail: Any) -> str:
+def sizes(findings: tuple[SizeMiss, ...], detail: Any) -> str:
     shown = [f"{_size(f.size_bytes)} {detail(f)}" for f in findings[:SHOWN]]
     more = len(findings) - SHOWN
     return ", ".join(shown) + (f" and {more} more" if more > 0 else "")

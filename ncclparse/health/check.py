@@ -33,7 +33,7 @@ from ncclparse.health.cases import (
     ERROR_RULE,
     FORMAT,
     Case,
-    Finding,
+    SizeMiss,
     Status,
     context,
     hosts,
@@ -51,13 +51,12 @@ from ncclparse.health.integrity import (
 )
 from ncclparse.health.rules import Rule, Rules, VerdictPolicy
 from ncclparse.health.verdict import (
-    FIT_COLUMNS,
     JUDGED_COLUMNS,
-    Columns,
-    ColumnsBlock,
+    JUDGED_FIT_COLUMNS,
+    AnalysedRows,
     Remedy,
-    column_blocks,
-    columns_of,
+    RowBlock,
+    blocks_of,
     judge_run,
     no_plateau,
 )
@@ -66,7 +65,7 @@ from ncclparse.inputs.walk import Note
 from ncclparse.parsers import ParseResult
 from ncclparse.schema import BLOCK_KEYS, SERIES_KEYS
 
-__all__ = ["Case", "CheckResult", "Finding", "check", "error_result"]
+__all__ = ["Case", "CheckResult", "SizeMiss", "check", "error_result"]
 
 # How to accept a sweep that stops before the bandwidth plateau, said where it fails,
 # by what would let it be judged (verdict.Remedy): larger sizes, more sizes, neither;
@@ -227,17 +226,17 @@ def verdict_cases(
     efficiency (status and data are integrity cases); else pass."""
     rows = frame(analysis.rows.select(list(JUDGED_COLUMNS)))
     # Each column once, as NumPy; each run is positions into them.
-    columns = Columns(rows)
+    columns = AnalysedRows(rows)
     arrays = {name: columns[name] for name in JUDGED_COLUMNS}
     at = rows.groupby(["source", "run"], sort=False).indices if len(rows) else {}
     none = np.zeros(0, np.intp)
-    fits = frame(analysis.fits.select(list(FIT_COLUMNS)))
+    fits = frame(analysis.fits.select(list(JUDGED_FIT_COLUMNS)))
     fit_groups = rows_by_run(fits)
     cases = []
     for (source, run), facts in runs.items():
-        mine = Columns(arrays, np.asarray(at.get((source, run), none), np.intp))
+        mine = AnalysedRows(arrays, np.asarray(at.get((source, run), none), np.intp))
         my_fits = run_rows(fit_groups, fits, source, run)
-        blocks = column_blocks(mine)
+        blocks = blocks_of(mine)
         verdict = judge_run(facts, mine, policy, my_fits, blocks)
         said = [f for f in verdict.findings if f.aspect == "efficiency"]
         worst = verdict.worst("efficiency")
@@ -291,7 +290,7 @@ def _accept(short: list[tuple[str, Remedy]], tool: str | None) -> str:
 
 
 def unjudged(
-    rows: pd.DataFrame | Columns, blocks: Sequence[ColumnsBlock] | None = None
+    rows: AnalysedRows, blocks: Sequence[RowBlock] | None = None
 ) -> list[tuple[str, Remedy]]:
     """Why bandwidth cannot be judged in each block of one run's analysed ``rows``
     whose sweep stops short, and what would help: its largest size still
@@ -300,7 +299,7 @@ def unjudged(
     (``blocks``: the rows' blocks_of, if at hand). The verdict's notes say the same
     in other words."""
     reasons: list[tuple[str, Remedy]] = []
-    for key, block in column_blocks(columns_of(rows)) if blocks is None else blocks:
+    for key, block in blocks_of(rows) if blocks is None else blocks:
         judged = judged_of(block)
         if not len(judged) or (judged["nranks"] == 1).all():
             continue  # a single rank moves no data: nothing to verify
@@ -364,9 +363,9 @@ def _frame(rows: pa.Table) -> pd.DataFrame:
     return table
 
 
-def _series(rows: pd.DataFrame) -> list[tuple[tuple[Any, ...], Columns]]:
+def _series(rows: pd.DataFrame) -> list[tuple[tuple[Any, ...], AnalysedRows]]:
     """The series (SERIES_KEYS) of analysed ``rows`` in order of appearance, each
-    its key (a missing value as None) and its rows as Columns of shared arrays:
+    its key (a missing value as None) and its rows as AnalysedRows of shared arrays:
     a pandas group per series cost ~1 ms, at 2,000 series."""
     if rows.empty:
         return []
@@ -374,18 +373,18 @@ def _series(rows: pd.DataFrame) -> list[tuple[tuple[Any, ...], Columns]]:
     codes = grouped.ngroup().to_numpy()
     order = np.argsort(codes, kind="stable")
     starts = np.flatnonzero(np.r_[True, np.diff(codes[order]) != 0])
-    columns = Columns(rows)
+    columns = AnalysedRows(rows)
     arrays = {name: columns[name] for name in rows.columns}
     keys = [columns[name] for name in SERIES_KEYS]
     found = []
     for at in np.split(order, starts[1:]):
         first = int(at[0])
         key = _nan_free(tuple(values[first] for values in keys))
-        found.append((key, Columns(arrays, at)))
+        found.append((key, AnalysedRows(arrays, at)))
     return found
 
 
-def _rule_case(rule: Rule, ctx: dict[str, Any], group: Columns) -> Case:
+def _rule_case(rule: Rule, ctx: dict[str, Any], group: AnalysedRows) -> Case:
     size = group["size_bytes"]
     keep = (
         ~np.asarray(group["cputime"], dtype=bool)
@@ -413,7 +412,7 @@ def _rule_case(rule: Rule, ctx: dict[str, Any], group: Columns) -> Case:
         return Case(rule.name, name, "skip", message, **common)
     bad = values > rule.limit if rule.is_ceiling else values < rule.limit
     findings = tuple(
-        Finding(int(s), rule.metric, float(v), rule.limit)
+        SizeMiss(int(s), rule.metric, float(v), rule.limit)
         for s, v in zip(size[bad], values[bad], strict=True)
     )
     fmt = FORMAT[rule.metric]
@@ -514,7 +513,7 @@ def _history_case(
             limit = policy.busbw_floor(b["busbw_median"], b["busbw_mad"])
             if busbw_gbps < limit:
                 findings.append(
-                    Finding(
+                    SizeMiss(
                         size_bytes,
                         "busbw_gbps",
                         busbw_gbps,
@@ -526,7 +525,7 @@ def _history_case(
             limit = policy.time_ceiling(b["time_median"], b["time_mad"])
             if time_us > limit:
                 findings.append(
-                    Finding(
+                    SizeMiss(
                         size_bytes,
                         "time_us",
                         time_us,
@@ -571,7 +570,7 @@ def _history_case(
     )
 
 
-def _history_detail(f: Finding) -> str:
+def _history_detail(f: SizeMiss) -> str:
     assert f.baseline is not None
     fmt = FORMAT[f.metric]
     change = f.value / f.baseline - 1 if f.baseline else float("nan")

@@ -20,7 +20,7 @@ import pandas as pd
 from ncclparse.efficiency.bandwidth import _print_tolerance, _time_tolerance
 from ncclparse.formatting import format_bytes, format_gbps, series_label
 from ncclparse.health.baselines import RunDates, Selection
-from ncclparse.health.cases import SHOWN, Case, Finding, Status, context, hosts
+from ncclparse.health.cases import SHOWN, Case, SizeMiss, Status, context, hosts
 from ncclparse.health.rules import HistoryPolicy, Rules
 from ncclparse.schema import SERIES_KEYS, SHAPE_KEYS
 
@@ -81,7 +81,7 @@ def integrity_case(
     count = mine["wrong"].to_numpy(dtype=float, na_value=np.nan)
     at = np.flatnonzero((mine["wrong_kind"].to_numpy() == "count") & (count > 0))
     size, placement = mine["size_bytes"].to_numpy(), mine["placement"].to_numpy()
-    findings = tuple(Finding(int(size[i]), "wrong", float(count[i]), 0.0) for i in at)
+    findings = tuple(SizeMiss(int(size[i]), "wrong", float(count[i]), 0.0) for i in at)
     if findings:
         sizes = ", ".join(
             f"{format_bytes(f.size_bytes)} {placement[i]} #wrong {f.value:g}"

@@ -39,14 +39,17 @@ from ncclparse.schema import BLOCK_KEYS, SERIES_KEYS
 
 __all__ = [
     "JUDGED_COLUMNS",
+    "JUDGED_FIT_COLUMNS",
     "LABELS",
+    "AnalysedRows",
     "Aspect",
-    "Columns",
     "Finding",
     "Level",
     "Remedy",
     "Verdict",
+    "blocks_of",
     "judge_run",
+    "judged",
     "no_plateau",
 ]
 
@@ -56,7 +59,7 @@ Aspect = Literal["status", "data", "efficiency"]
 # A row of analysed measurements: a pandas row or a plain mapping.
 Row: TypeAlias = "Mapping[str, Any] | pd.Series[Any]"
 _RANK: dict[Level, int] = {"ok": 0, "info": 1, "warn": 2, "bad": 3}
-# The analysed columns a verdict reads (of rows; of fits, FIT_COLUMNS): a caller
+# The analysed columns a verdict reads (of rows; of fits, JUDGED_FIT_COLUMNS): a caller
 # judging many runs selects these first, as every per-run selection copies them.
 JUDGED_COLUMNS = (
     *SERIES_KEYS,
@@ -76,7 +79,7 @@ JUDGED_COLUMNS = (
     "regime",
     "plateau",
 )
-FIT_COLUMNS = ("source", "run", "collective", "placement", "crossover_bytes")
+JUDGED_FIT_COLUMNS = ("source", "run", "collective", "placement", "crossover_bytes")
 FALL = 0.8  # busbw at the largest size below 80 % of its peak: falling with size
 # A GPU collective's busbw below half of what a smaller size reached: it collapsed
 # there (a stall, a path or protocol fault). Healthy nccl-tests sweeps rise with size
@@ -137,24 +140,15 @@ class Verdict:
         return found
 
 
-Block = tuple[tuple[Any, ...], pd.DataFrame]
-ColumnsBlock = tuple[tuple[Any, ...], "Columns"]
+RowBlock = tuple[tuple[Any, ...], "AnalysedRows"]
 
 
-def blocks_of(rows: pd.DataFrame) -> list[Block]:
+def blocks_of(rows: AnalysedRows) -> list[RowBlock]:
     """The blocks (BLOCK_KEYS) of one run's analysed rows, in key order."""
-    if len(rows) and all(_constant(_numpy(rows[key])) for key in BLOCK_KEYS):
+    if len(rows) and all(_constant(rows[key]) for key in BLOCK_KEYS):
         # Most runs are one block: a dozen-key groupby per run took seconds at
         # 1,000 logs. The key is the first row's (a missing value as NaN/None:
         # series_label reads both as missing).
-        first = rows.iloc[0]
-        return [(tuple(first[key] for key in BLOCK_KEYS), rows)]
-    return list(rows.groupby(list(BLOCK_KEYS), dropna=False, sort=True))
-
-
-def column_blocks(rows: Columns) -> list[ColumnsBlock]:
-    """:func:`blocks_of` for Columns: the same keys, in the same order."""
-    if len(rows) and all(_constant(rows[key]) for key in BLOCK_KEYS):
         return [(tuple(rows[key][0] for key in BLOCK_KEYS), rows)]
     keys = pd.DataFrame({key: rows[key] for key in BLOCK_KEYS})
     grouped = keys.groupby(list(BLOCK_KEYS), dropna=False, sort=True)
@@ -174,27 +168,27 @@ def _constant(values: npt.NDArray[Any]) -> bool:
 
 def judge_run(
     run: Mapping[str, Any],
-    rows: pd.DataFrame | Columns,
+    rows: AnalysedRows,
     policy: VerdictPolicy,
     fits: pd.DataFrame | None = None,
-    blocks: Sequence[Block | ColumnsBlock] | None = None,
+    blocks: Sequence[RowBlock] | None = None,
 ) -> Verdict:
     """Return the verdict of one run.
 
     ``run`` is a ``runs`` table row as a mapping; ``rows`` are the run's analysed rows
     (:func:`ncclparse.efficiency.analyze`'s columns, any order; at least
     JUDGED_COLUMNS); ``fits`` the run's fits, for the crossover size named when even
-    the largest size is latency-bound; ``blocks`` the rows' :func:`blocks_of` (or
-    :func:`column_blocks`), when the caller has them already.
+    the largest size is latency-bound; ``blocks`` the rows' :func:`blocks_of`, when
+    the caller has them already.
     """
-    mine = columns_of(rows)
+    mine = rows
     gpu = run.get("tool") in GPU_TOOLS
     findings = [*_status(run), *_data(run, mine)]
-    found = column_blocks(mine) if blocks is None else blocks
+    found = blocks_of(mine) if blocks is None else blocks
     for key, block in found:
         where = series_label(dict(zip(BLOCK_KEYS, key, strict=True)))
         prefix = f"{where}: " if len(found) > 1 else ""
-        findings.extend(_efficiency(columns_of(block), fits, policy, prefix, gpu=gpu))
+        findings.extend(_efficiency(block, fits, policy, prefix, gpu=gpu))
     if not findings:
         findings.append(Finding("info", "no measurement to judge"))
     findings.sort(key=lambda f: -_RANK[f.level])
@@ -203,13 +197,7 @@ def judge_run(
     return Verdict(level, label, symbol, findings[0].text, tuple(findings))
 
 
-def judged_rows(block: pd.DataFrame) -> pd.DataFrame:
-    """The rows of a block that are judged: one placement (out-of-place when
-    measured), non-zero sizes, by size."""
-    return block.iloc[_judged_positions(Columns(block))]
-
-
-def _judged_positions(block: Columns) -> npt.NDArray[np.intp]:
+def _judged_positions(block: AnalysedRows) -> npt.NDArray[np.intp]:
     placement = block["placement"]
     size = block["size_bytes"]
     for wanted in ("out-of-place", "in-place"):
@@ -220,11 +208,13 @@ def _judged_positions(block: Columns) -> npt.NDArray[np.intp]:
     return np.zeros(0, np.intp)
 
 
-class Columns:
-    """Analysed rows as NumPy columns, each read once when first asked for (from a
-    DataFrame, or from whole-table arrays at some positions): judging 1,000 runs
-    with a pandas selection per value took seconds. Text and nullable columns are
-    object arrays (null: None), numbers float or int (null: NaN)."""
+class AnalysedRows:
+    """Analysed rows (:func:`ncclparse.efficiency.analyze`'s) as NumPy columns, each
+    read once when first asked for, from a DataFrame or from whole-table arrays, at
+    some positions: judging 1,000 runs with a pandas selection per value took
+    seconds. Text and nullable columns are object arrays (null: None), numbers float
+    or int (null: NaN). The one form the verdict reads; :meth:`frame` gives the
+    report its DataFrame."""
 
     __slots__ = ("_at", "_cache", "_source")
 
@@ -261,10 +251,10 @@ class Columns:
     def names(self) -> list[str]:
         return [str(name) for name in self._source]
 
-    def take(self, positions: npt.NDArray[np.intp]) -> Columns:
+    def take(self, positions: npt.NDArray[np.intp]) -> AnalysedRows:
         """The rows at ``positions`` (of these rows)."""
         at = positions if self._at is None else self._at[positions]
-        return Columns(self._source, at)
+        return AnalysedRows(self._source, at)
 
     def row(self, index: int) -> Mapping[str, Any]:
         """Row ``index`` (negative from the end) as a mapping of its values."""
@@ -275,14 +265,17 @@ class Columns:
         return np.array([v is True for v in self[name].tolist()], dtype=bool)
 
     def frame(self) -> pd.DataFrame:
-        """The rows as a DataFrame."""
+        """The rows as a DataFrame: of a DataFrame, its own rows (index, types)."""
+        source = self._source
+        if isinstance(source, pd.DataFrame):
+            return source if self._at is None else source.iloc[self._at]
         return pd.DataFrame({name: self[name] for name in self.names})
 
 
 class _Row(Mapping[str, Any]):
     __slots__ = ("_index", "_rows")
 
-    def __init__(self, rows: Columns, index: int) -> None:
+    def __init__(self, rows: AnalysedRows, index: int) -> None:
         self._rows, self._index = rows, index
 
     def __getitem__(self, name: str) -> Any:
@@ -304,15 +297,10 @@ def _numpy(column: pd.Series[Any]) -> npt.NDArray[Any]:
     return values
 
 
-def columns_of(rows: pd.DataFrame | Columns) -> Columns:
-    """``rows`` as :class:`Columns`."""
-    return rows if isinstance(rows, Columns) else Columns(rows)
-
-
-def judged(block: pd.DataFrame | Columns) -> Columns:
-    """The rows of a block that are judged (:func:`judged_rows`), as Columns."""
-    rows = columns_of(block)
-    return rows.take(_judged_positions(rows))
+def judged(block: AnalysedRows) -> AnalysedRows:
+    """The rows of a block that are judged: one placement (out-of-place when
+    measured), non-zero sizes, by size."""
+    return block.take(_judged_positions(block))
 
 
 def _status(run: Mapping[str, Any]) -> list[Finding]:
@@ -346,7 +334,7 @@ def _status(run: Mapping[str, Any]) -> list[Finding]:
     return found
 
 
-def _data(run: Mapping[str, Any], rows: Columns) -> list[Finding]:
+def _data(run: Mapping[str, Any], rows: AnalysedRows) -> list[Finding]:
     found = []
     line = rows["line"]
     wrong = (rows["wrong_kind"] == "count") & (rows["wrong"].astype(float) > 0)
@@ -378,7 +366,7 @@ def _data(run: Mapping[str, Any], rows: Columns) -> list[Finding]:
 
 
 def _efficiency(
-    block: Columns,
+    block: AnalysedRows,
     fits: pd.DataFrame | None,
     policy: VerdictPolicy,
     where: str,
@@ -462,7 +450,7 @@ def _efficiency(
 Remedy = Literal["larger", "more", "none"]
 
 
-def no_plateau(rows: Columns) -> tuple[str, Remedy]:
+def no_plateau(rows: AnalysedRows) -> tuple[str, Remedy]:
     """Why the judged rows of a block (:func:`judged`, by size) hold no plateau
     (sizes within 10 % of the peak, the fit's: docs/efficiency.md), and the remedy.
     Sizes are read by their median busbw, or algbw (size over time, as the fit
@@ -533,7 +521,7 @@ def _median(values: npt.NDArray[Any]) -> float:
 
 
 def _anomalies(
-    block: Columns, rows: Columns, where: str, *, gpu: bool = False
+    block: AnalysedRows, rows: AnalysedRows, where: str, *, gpu: bool = False
 ) -> list[Finding]:
     """What is wrong whatever the hardware: bus bandwidth collapsing at some size
     (``gpu`` collectives only: see COLLAPSE), or falling at the largest sizes,
@@ -640,7 +628,7 @@ def _collapse_finding(
     )
 
 
-def _records(rows: Columns) -> list[dict[str, Any]]:
+def _records(rows: AnalysedRows) -> list[dict[str, Any]]:
     """The columns the anomaly checks read, one plain dict per row."""
     columns = {
         "size_bytes": "size_bytes",

@@ -27,12 +27,14 @@ from ncclparse.efficiency.hardware import HardwareOptions
 from ncclparse.formatting import format_bytes, series_label
 from ncclparse.health.rules import DEFAULT_RULES, VerdictPolicy
 from ncclparse.health.verdict import (
+    AnalysedRows,
     Finding,
     Level,
+    RowBlock,
     Verdict,
     blocks_of,
     judge_run,
-    judged_rows,
+    judged,
 )
 from ncclparse.parsers import ParseResult
 from ncclparse.report import plots
@@ -122,10 +124,11 @@ def build_context(
     listed = result.runs.to_pylist()
     mine = [run_rows(row_groups, rows, r["source"], r["run"]) for r in listed]
     my_fits = [run_rows(fit_groups, fits, r["source"], r["run"]) for r in listed]
-    groups = [blocks_of(m) if len(m) else [] for m in mine]
+    analysed = [AnalysedRows(m) for m in mine]
+    groups = [blocks_of(a) if len(a) else [] for a in analysed]
     charted = sum(len(g) for g in groups) <= CHARTED_BLOCKS
     verdicts = [
-        judge_run(run, mine[i], policy, my_fits[i], groups[i])
+        judge_run(run, analysed[i], policy, my_fits[i], groups[i])
         for i, run in enumerate(listed)
     ]
     shown = _detailed(
@@ -261,7 +264,7 @@ def _named(source: str, stdin: str) -> str:
 def _run_report(
     index: int,
     run: dict[str, Any],
-    analysed: tuple[pd.DataFrame, pd.DataFrame, list[Any]],
+    analysed: tuple[pd.DataFrame, pd.DataFrame, list[RowBlock]],
     verdict: Verdict,
     *,
     charted: bool,
@@ -283,7 +286,7 @@ def _run_report(
             block_fits = block_fits[_same(block_fits[column], value)]
         made = _block if detailed else _overview_block
         blocks.append(
-            made(f"{anchor}-{number}", key, group, block_fits, charted=charted)
+            made(f"{anchor}-{number}", key, group.frame(), block_fits, charted=charted)
         )
     devices = Counter(d for d in run["devices"] if d)
     device = next(iter(devices)) if len(devices) == 1 else None
@@ -463,7 +466,7 @@ def _key_values(key: tuple[Any, ...]) -> tuple[dict[str, Any], int | None]:
 
 def _plateau(rows: pd.DataFrame) -> tuple[float | None, float | None]:
     """The median busbw and efficiency over the plateau sizes the verdict judges."""
-    plateau = judged_rows(rows)
+    plateau = judged(AnalysedRows(rows)).frame()
     plateau = plateau[plateau["plateau"].eq(True)]
     return _median(plateau["busbw_calc_gbps"]), _median(plateau["efficiency"])
 

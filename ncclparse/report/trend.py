@@ -51,7 +51,7 @@ from ncclparse.formatting import format_bytes, series_label
 from ncclparse.health.baselines import tag_values, window_start
 from ncclparse.health.rules import HistoryPolicy
 from ncclparse.report.figure import COLORS, finish, plain, styled
-from ncclparse.store.history import ROW_COLUMNS, scan_history, usable
+from ncclparse.store.history import HISTORY_COLUMNS, scan_history, usable
 from ncclparse.store.locations import Location
 
 __all__ = [
@@ -194,7 +194,7 @@ def trend_of(
 
 
 # What a night's rows need: the shape, the size, the run and the busbw inputs.
-_READ = tuple(c for c in ROW_COLUMNS if c not in ("ingest_id", "date"))
+_READ = tuple(c for c in HISTORY_COLUMNS if c not in ("ingest_id", "date"))
 
 
 @dataclass
@@ -219,7 +219,7 @@ class _Replay:
         self.rows: list[tuple[Any, ...]] = []
 
     def night(self, date: str, table: pa.Table) -> None:
-        """Judge the night ``date`` (its rows: ROW_COLUMNS) against the windows,
+        """Judge the night ``date`` (its rows: HISTORY_COLUMNS) against the windows,
         then add its runs to them. NumPy on dictionary codes throughout: a night of
         1,000 logs is 66,500 rows and a year is 365 of them."""
         if table.num_rows == 0:

@@ -168,7 +168,7 @@ _RUN_COLUMNS = (
     "cputime",
     "grouped",
 )
-ROW_COLUMNS = (
+HISTORY_COLUMNS = (
     *schema.SHAPE_KEYS,
     "size_bytes",
     "time_us",
@@ -227,7 +227,7 @@ class HistoryView:
     later: pa.Array[Any] = field(repr=False)
 
     def rows_of(self, date: str, ingests: Collection[str] | None = None) -> pa.Table:
-        """The rows (:data:`ROW_COLUMNS`) of ``date``, of the ``ingests`` given
+        """The rows (:data:`HISTORY_COLUMNS`) of ``date``, of the ``ingests`` given
         (all when None), each log's earliest ingest only. Raises HistoryError when
         a file of that date cannot be read."""
         rows = self.read(date)
@@ -403,7 +403,7 @@ def scan_history(
     def read(date: str) -> pa.Table:
         try:
             table = _dataset(where, by_date[date], scan=True).to_table(
-                columns=list(ROW_COLUMNS)
+                columns=list(HISTORY_COLUMNS)
             )
         except (OSError, pa.ArrowException) as exc:
             raise _unreadable(where, exc, by_date[date]) from exc
@@ -796,7 +796,7 @@ def _collect_tags(batch: pa.RecordBatch | pa.Table, tags: dict[str, Any]) -> Non
 
 
 def _rows_of(table: pa.Table) -> pa.Table:
-    return table.select(list(ROW_COLUMNS))
+    return table.select(list(HISTORY_COLUMNS))
 
 
 # --- writing ---------------------------------------------------------------------
