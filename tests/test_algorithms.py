@@ -12,9 +12,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pytest
 
 import ncclparse
+from ncclparse import schema
+from ncclparse.arrays import array
 from ncclparse.parsers._nccl_topology import (
     ALGORITHMS,
     PROTOCOLS,
@@ -385,3 +388,13 @@ def test_matrix_row_needs_its_columns() -> None:
     )
     assert matrix_row("AllReduce |  1  2 |  1  1", None) is None
     assert matrix_row("| a | b |", None) is None
+
+
+@pytest.mark.parametrize("column", ["enabled", "tuned"])
+def test_lists_of_structs_are_built_as_arrow_builds_them(column: str) -> None:
+    run = _run(NEW)
+    kind = schema.RUNS_SCHEMA.field(column).type
+    values = [run[column], [], None, run[column][:1]]
+    built = array(values, kind)
+    built.validate(full=True)
+    assert built.equals(pa.array(values, type=kind))
