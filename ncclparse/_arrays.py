@@ -213,6 +213,15 @@ def _build(values: Sequence[Any], type: pa.DataType) -> pa.Array[Any] | None:
         if not kinds <= {list, tuple, _NONE}:
             return None
         return _nested(values, type, missing or [False] * n)
+    if pa.types.is_struct(type):  # from dicts: a child array per field
+        if not kinds <= {dict, _NONE}:
+            return None
+        children = [
+            array([None if v is None else v.get(f.name) for v in values], f.type)
+            for f in type
+        ]
+        mask = None if missing is None else array(missing, pa.bool_())
+        return pa.StructArray.from_arrays(children, fields=list(type), mask=mask)
     return None
 
 

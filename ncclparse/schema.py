@@ -24,6 +24,9 @@ from ncclparse.errors import SchemaError
 #       Then (nccl-tests -I/-J per-iteration statistics, -T timeouts):
 #       measurements: time_avg_us, time_p50_us, time_p95_us, time_stddev_us,
 #       iter_skipped, iter_times_us, iter_process_times_us; runs: timeout_s.
+#       Then (what the log says of NCCL's algorithms and protocols): runs:
+#       nvls_channels, nccl_env, tuner, enabled, tuned, nccl_algo, nccl_proto,
+#       algo_source.
 SCHEMA_VERSION = 1
 VERSION_KEY = b"ncclparse.schema_version"
 PER_ITERATION_COLUMNS = (
@@ -34,6 +37,16 @@ PER_ITERATION_COLUMNS = (
     "iter_skipped",
     "iter_times_us",
     "iter_process_times_us",
+)
+ALGORITHM_COLUMNS = (
+    "nvls_channels",
+    "nccl_env",
+    "tuner",
+    "enabled",
+    "tuned",
+    "nccl_algo",
+    "nccl_proto",
+    "algo_source",
 )
 # Additions newer than tables already written: a table without them (from an earlier
 # ncclparse) still conforms, and gets them as nulls (empty lists for `nics`).
@@ -47,6 +60,7 @@ ADDED_LATER = frozenset(
         "local_ranks",
         *PER_ITERATION_COLUMNS,
         "timeout_s",
+        *ALGORITHM_COLUMNS,
     }
 )
 
@@ -102,6 +116,24 @@ MEASUREMENT_FIELDS: tuple[pa.Field[pa.DataType], ...] = (
     pa.field("iter_process_times_us", pa.list_(pa.list_(pa.float64()))),
 )
 
+# One row of NCCL's `Enabled NCCL Func/Proto/Algo Matrix`.
+ENABLED = pa.struct(
+    [
+        pa.field("collective", pa.string(), nullable=False),
+        pa.field("protocols", pa.list_(pa.string()), nullable=False),
+        pa.field("algorithms", pa.list_(pa.string()), nullable=False),
+    ]
+)
+# One distinct choice of NCCL's TUNING lines (`AllReduce: 4096 Bytes -> Algo ...`).
+TUNED = pa.struct(
+    [
+        pa.field("collective", pa.string()),
+        pa.field("nccl_bytes", pa.int64(), nullable=False),
+        pa.field("algorithm", pa.string(), nullable=False),
+        pa.field("protocol", pa.string(), nullable=False),
+        pa.field("channels", pa.int32()),
+    ]
+)
 RUN_FIELDS: tuple[pa.Field[pa.DataType], ...] = (
     pa.field("source", pa.string(), nullable=False),
     pa.field("run", pa.int32(), nullable=False),
@@ -142,6 +174,18 @@ RUN_FIELDS: tuple[pa.Field[pa.DataType], ...] = (
     # nccl-tests -T: the limit (seconds) of the `Test timeout (Ns)` line that ended
     # the run; null when no timeout was reported.
     pa.field("timeout_s", pa.int32()),
+    # What the log says of NCCL's algorithms and protocols (schema.md): NVLS
+    # channels, the NCCL_* settings NCCL read, the tuner plugin, the enabled
+    # Func/Proto/Algo matrix, the per-call choices of TUNING lines, and the
+    # NCCL_ALGO / NCCL_PROTO the user set (from NCCL's ENV lines or the command).
+    pa.field("nvls_channels", pa.int32()),
+    pa.field("nccl_env", pa.map_(pa.string(), pa.string()), nullable=False),
+    pa.field("tuner", pa.string()),
+    pa.field("enabled", pa.list_(ENABLED), nullable=False),
+    pa.field("tuned", pa.list_(TUNED), nullable=False),
+    pa.field("nccl_algo", pa.string()),
+    pa.field("nccl_proto", pa.string()),
+    pa.field("algo_source", pa.string()),
 )
 
 
@@ -285,7 +329,10 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
 def _empty_column(field: pa.Field[pa.DataType], rows: int) -> pa.Array[Any]:
     """Nulls for ``field``, or empty lists where it may not be null."""
     empty: list[Any] | None = (
-        [] if pa.types.is_list(field.type) and not field.nullable else None
+        []
+        if (pa.types.is_list(field.type) or pa.types.is_map(field.type))
+        and not field.nullable
+        else None
     )
     return array([empty] * rows, field.type)
 
@@ -294,6 +341,11 @@ def _same_type(found: pa.DataType, expected: pa.DataType) -> bool:
     # Parquet renames list items ("item" -> "element"); the types are the same.
     if pa.types.is_list(found) and pa.types.is_list(expected):
         return _same_type(found.value_type, expected.value_type)
+    if pa.types.is_struct(found) and pa.types.is_struct(expected):
+        return found.num_fields == expected.num_fields and all(
+            f.name == e.name and _same_type(f.type, e.type)
+            for f, e in zip(found, expected, strict=True)
+        )
     return found.equals(expected)
 
 

@@ -260,7 +260,13 @@ def test_spark_ddl_of_the_runs() -> None:
     assert ", hosts ARRAY<STRING> NOT NULL, " in ddl
     assert ", params MAP<STRING, STRING> NOT NULL, avg_busbw_gbps DOUBLE, " in ddl
     assert ddl.endswith(
-        ", nvls BOOLEAN, collnet BOOLEAN, local_ranks INT, timeout_s INT"
+        ", nvls BOOLEAN, collnet BOOLEAN, local_ranks INT, timeout_s INT, "
+        "nvls_channels INT, nccl_env MAP<STRING, STRING> NOT NULL, tuner STRING, "
+        "enabled ARRAY<STRUCT<collective: STRING NOT NULL, protocols: ARRAY<STRING> "
+        "NOT NULL, algorithms: ARRAY<STRING> NOT NULL>> NOT NULL, "
+        "tuned ARRAY<STRUCT<collective: STRING, nccl_bytes: BIGINT NOT NULL, "
+        "algorithm: STRING NOT NULL, protocol: STRING NOT NULL, channels: INT>> "
+        "NOT NULL, nccl_algo STRING, nccl_proto STRING, algo_source STRING"
     )
 
 

@@ -112,6 +112,15 @@ def test_complete_run_fields() -> None:
         "collnet": None,
         "local_ranks": None,
         "timeout_s": None,
+        # Nor of NCCL's algorithms.
+        "nvls_channels": None,
+        "nccl_env": [],
+        "tuner": None,
+        "enabled": [],
+        "tuned": [],
+        "nccl_algo": None,
+        "nccl_proto": None,
+        "algo_source": None,
     }
 
 

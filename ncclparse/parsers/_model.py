@@ -143,6 +143,18 @@ class Run:
     nvls: bool | None = None
     collnet: bool | None = None
     local_ranks: int | None = None
+    # What NCCL_DEBUG=INFO lines and the command line state about the algorithms
+    # (schema.md, "Algorithms and protocols").
+    nvls_channels: int | None = None
+    nccl_env: dict[str, str] = field(default_factory=dict)
+    tuner: str | None = None
+    enabled: list[dict[str, Any]] = field(default_factory=list)
+    tuned: list[dict[str, Any]] = field(default_factory=list)
+    nccl_algo: str | None = None
+    nccl_proto: str | None = None
+    algo_source: str | None = None
+    # NCCL_ALGO / NCCL_PROTO as the echoed command line sets them (not a column).
+    command_env: dict[str, str] = field(default_factory=dict)
     timeout_s: int | None = None  # nccl-tests -T: `Test timeout (Ns)` ended the run
     errors: Notes = field(default_factory=lambda: Notes(grouped=False))
     warnings: Notes = field(default_factory=Notes)
@@ -298,7 +310,7 @@ class Collector:
 
     def add_run(self, source: str, index: int, run: Run) -> None:
         """Append one run (the ``index``-th of its source) and its rows."""
-        for name in ("nranks", "nnodes", "oob_values", "local_ranks"):
+        for name in ("nranks", "nnodes", "oob_values", "local_ranks", "nvls_channels"):
             if _out_of_range(name, getattr(run, name)):
                 run.warn(run.first_line, f"{name} out of range: not kept")
                 setattr(run, name, None)
@@ -425,6 +437,14 @@ class Collector:
             "collnet": run.collnet,
             "local_ranks": run.local_ranks,
             "timeout_s": run.timeout_s,
+            "nvls_channels": run.nvls_channels,
+            "nccl_env": list(run.nccl_env.items()),
+            "tuner": run.tuner,
+            "enabled": run.enabled,
+            "tuned": run.tuned,
+            "nccl_algo": run.nccl_algo,
+            "nccl_proto": run.nccl_proto,
+            "algo_source": run.algo_source,
         }
         for name, column in self.runs.items():
             column.append(values[name])

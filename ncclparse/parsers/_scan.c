@@ -16,8 +16,9 @@
  * (number of lines, indices of the kept lines, their start offsets, their texts
  * with their endings, facts). facts[k] is the text of the skipped lines before
  * kept line k (facts[-1]: after the last) that may state a topology fact, joined,
- * or None when none may: the lines holding " via NET/" or "/GDRDMA", or "L INFO "
- * followed by what a fact starts with (_nccl_topology._HINT). No fact pattern
+ * or None when none may: the lines holding " via NET/", "/GDRDMA" or " Bytes -> Algo "
+ * (_nccl_topology._TUNED), or "L INFO " followed by what a fact starts with
+ * (_nccl_topology._HINT). No fact pattern
  * reaches across a line end or looks behind its start, so _nccl_topology.scan
  * reads the same facts in that text as in all the skipped lines (the Python path).
  * (In Latin-1 text, a channel line is given from its " via NET/" on: see
@@ -102,7 +103,8 @@ DEFINE_FIND(ucs4, Py_UCS4)
 #define DEFINE_FACT(NAME, CHAR)                                                     \
     static int NAME##_may_state_fact(const CHAR *s, Py_ssize_t n)                   \
     {                                                                               \
-        if (NAME##_has(s, n, " via NET/") || NAME##_has(s, n, "/GDRDMA"))           \
+        if (NAME##_has(s, n, " via NET/") || NAME##_has(s, n, "/GDRDMA") ||         \
+            NAME##_has(s, n, " Bytes -> Algo "))                                    \
             return 1;                                                               \
         for (Py_ssize_t i = NAME##_find(s, 0, n, "L INFO "); i >= 0;               \
              i = NAME##_find(s, i + 1, n, "L INFO ")) {                             \
@@ -112,6 +114,7 @@ DEFINE_FIND(ucs4, Py_UCS4)
                 (a == 'U' && b == 's') || (a == 'G' && b == 'P') ||                 \
                 ((a == 'C' || a == 'c') && b == 'o') || (a == 'r' && b == 'a') ||   \
                 (a == 'P' && b == '2') || (a == 'n' && b == 'v') ||                 \
+                (a == 'E' && b == 'n') || (a == 'T' && b == 'U') ||                 \
                 (a >= '1' && a <= '9'))                                             \
                 return 1;                                                           \
         }                                                                           \
@@ -262,7 +265,7 @@ ucs1_hint(const Py_UCS1 *s, Py_ssize_t at, Py_ssize_t stop)
     return (a == 'N' && (b == 'E' || b == 'C' || b == 'V')) || (a == 'U' && b == 's') ||
            (a == 'G' && b == 'P') || ((a == 'C' || a == 'c') && b == 'o') ||
            (a == 'r' && b == 'a') || (a == 'P' && b == '2') || (a == 'n' && b == 'v') ||
-           (a >= '1' && a <= '9');
+           (a == 'E' && b == 'n') || (a == 'T' && b == 'U') || (a >= '1' && a <= '9');
 }
 
 /* Whether s[pos:stop) holds " NCCL INFO " or " NCCL WARN ". These are in most
@@ -300,6 +303,7 @@ scan_ucs1(const Py_UCS1 *s, Py_ssize_t end, Found *f)
     Lazy cr = LAZY("\r");
     Lazy version = LAZY("version"), ailure = LAZY("ailure"), imeout = LAZY("imeout");
     Lazy perf = LAZY("_perf"), via = LAZY(" via NET/"), gdr = LAZY("/GDRDMA");
+    Lazy tuned = LAZY(" Bytes -> Algo ");
     Py_ssize_t count = 0, pos = 0;
     while (pos < end) {
         const Py_UCS1 *nl = memchr(s + pos, '\n', (size_t)(end - pos));
@@ -319,7 +323,7 @@ scan_ucs1(const Py_UCS1 *s, Py_ssize_t end, Found *f)
         else {
             int by_net = lazy_in(&via, s, pos, stop, end);
             int by_gdr = lazy_in(&gdr, s, pos, stop, end);
-            int hinted = ucs1_hinted(s, pos, stop);
+            int hinted = ucs1_hinted(s, pos, stop) || lazy_in(&tuned, s, pos, stop, end);
             /* A channel line (" via NET/", no fact hint, no "/GDRDMA" before it)
              * states only what scan reads from its " via NET/" on: that part alone
              * is handed on. It is the same for every rank and channel, so the

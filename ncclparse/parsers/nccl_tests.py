@@ -72,7 +72,17 @@ from ._nccl_state import (
     split_copies,
     worth_keeping,
 )
-from ._nccl_topology import Facts, Topology, scan_line
+from ._nccl_topology import (
+    ALGORITHMS,
+    PROTOCOLS,
+    Facts,
+    Topology,
+    command_settings,
+    matrix_header,
+    matrix_row,
+    normalise_list,
+    scan_line,
+)
 from ._noise import is_command, is_noise
 from ._signals import Signal
 from ._signals import classify as killed_by
@@ -85,6 +95,26 @@ READS_SKIPPED = True  # takes Skipped runs of plain NCCL debug lines too
 _TIMEOUT = re.compile(r"Test timeout \((?P<s>[0-9]{1,9})s\)", re.ASCII)
 # -I 1 -K N: `# Per-Iteration Report: ...; summary skips first N iterations `.
 _ITER_SKIP = re.compile(r"summary skips first (?P<n>[0-9]{1,9}) iterations", re.ASCII)
+# A shell's `export NCCL_ALGO=Ring` as echoed (`set -x` adds `+ `).
+_EXPORT = re.compile(r"(?:\++ )?export ", re.ASCII)
+
+
+def _requested(run: Run) -> None:
+    """Set the run's nccl_algo / nccl_proto / algo_source: what NCCL says it read
+    from the environment, else what the command line sets."""
+    sources = []
+    for name, column, names in (
+        ("NCCL_ALGO", "nccl_algo", ALGORITHMS),
+        ("NCCL_PROTO", "nccl_proto", PROTOCOLS),
+    ):
+        value, source = run.nccl_env.get(name), "env"
+        if not value:
+            value, source = run.command_env.get(name), "command"
+        if value:
+            setattr(run, column, normalise_list(value, names))
+            if source not in sources:
+                sources.append(source)
+    run.algo_source = ",".join(sources) or None
 
 
 class _Parser:
@@ -100,6 +130,11 @@ class _Parser:
         # Topology facts printed while no run of the main stream was taking them:
         # before a run starts (NCCL init precedes the table) or after one ended.
         self.pending_topology: Topology | None = None
+        # NCCL_ALGO / NCCL_PROTO set by echoed lines before the benchmark's command
+        # (`-x NCCL_ALGO=Ring \` continuation lines, `export NCCL_ALGO=...`).
+        self.pending_settings: dict[str, str] = {}
+        # The column names of the last `Enabled NCCL Func/Proto/Algo Matrix` header.
+        self.matrix_names: tuple[list[str], list[str]] | None = None
 
     # --- runs -------------------------------------------------------------------
     def _open(self, state: StreamState, line: int) -> Run:
@@ -113,6 +148,9 @@ class _Parser:
         if self.pending_version is not None:
             set_library(run, self.pending_version)
             self.pending_version = None
+        if self.pending_settings:
+            run.command_env = {**self.pending_settings, **run.command_env}
+            self.pending_settings = {}
         state.run, state.phase, state.openers = run, "preamble", set()
         state.layout, state.placements, state.old_keys = None, None, None
         state.before_2_10, state.row_fields = False, None
@@ -150,6 +188,7 @@ class _Parser:
                 setattr(run, name, value)
             nodes = state.topology.nnodes
             state.topology = None
+        _requested(run)
         runs = split_copies(run, state) if state.copies > 1 else [run]
         self.runs.extend(runs[1:])
         for each in runs:
@@ -184,6 +223,9 @@ class _Parser:
         if "rccl-tests/" in command.partition("_perf")[0]:  # .../rccl-tests/build/
             run.tool = "rccl-tests"
         run.add_collective(benchmark_binary(command))
+        run.command_env.update(self.pending_settings)
+        run.command_env.update(command_settings(command))
+        self.pending_settings = {}
 
     # --- lines ------------------------------------------------------------------
     def feed(self, line: Line) -> None:
@@ -306,7 +348,12 @@ class _Parser:
             self.accounting["noise"] += noise
 
     def _topology(self, state: StreamState, facts: Facts) -> None:
-        """Give topology facts to the run they are about, or keep them for the next.
+        """Give topology facts to the run they are about, or keep them for the next
+        (:meth:`_facts_of`)."""
+        self._facts_of(state).add(facts)
+
+    def _facts_of(self, state: StreamState) -> Topology:
+        """The facts of the run that NCCL lines of ``state`` are about, or of the next.
 
         A stream without a benchmark run of its own (another rank's NCCL lines) speaks
         for the main stream's run. Facts printed once that run has ended (footer,
@@ -321,11 +368,22 @@ class _Parser:
         if run is not None and run.status != "failed" and state.phase != "footer":
             if state.topology is None:
                 state.topology = Topology()
-            state.topology.add(facts)
-        else:
-            if self.pending_topology is None:
-                self.pending_topology = Topology()
-            self.pending_topology.add(facts)
+            return state.topology
+        if self.pending_topology is None:
+            self.pending_topology = Topology()
+        return self.pending_topology
+
+    def _matrix(self, state: StreamState, stripped: str) -> bool:
+        """Read a line of NCCL's `Enabled NCCL Func/Proto/Algo Matrix`, if it is one."""
+        names = matrix_header(stripped)
+        if names is not None:
+            self.matrix_names = names
+            return True
+        row = matrix_row(stripped, self.matrix_names)
+        if row is None:
+            return False
+        self._facts_of(state).add_matrix_row(*row)
+        return True
 
     def _classify(self, state: StreamState, line: Line, text: str) -> str:
         stripped = text.strip()
@@ -334,6 +392,12 @@ class _Parser:
         if ROW_START.match(text) or (state.pending and NUMBERS_ONLY.match(text)):
             return self._data(state, line, text)
         self._flush_wrapped(state)
+        if "|" in stripped and line.complete and self._matrix(state, stripped):
+            return "noise"
+        if ("NCCL_ALGO=" in stripped or "NCCL_PROTO=" in stripped) and (
+            stripped.endswith("\\") or _EXPORT.match(stripped)
+        ):
+            self.pending_settings.update(command_settings(stripped))
         body = stripped.lstrip("#").strip()
         # The substring tests are cheap guards in front of the regular expressions.
         if (
