@@ -17,7 +17,7 @@ import pytest
 
 import ncclparse
 from ncclparse import schema
-from ncclparse.arrays import array
+from ncclparse._arrays import array
 from ncclparse.parsers._nccl_topology import (
     ALGORITHMS,
     PROTOCOLS,

@@ -492,5 +492,7 @@ def test_empty_table() -> None:
     got = eff.analyze(empty_measurements(), "h100")
     assert got.rows.num_rows == 0
     assert got.fits.num_rows == 0
-    assert got.rows.column_names[-len(eff.ANALYSED_COLUMNS) :] == list(eff.ANALYSED_COLUMNS)
+    assert got.rows.column_names[-len(eff.ANALYSED_COLUMNS) :] == list(
+        eff.ANALYSED_COLUMNS
+    )
     assert got.fits.column_names == list(eff.FIT_COLUMNS)
