@@ -19,7 +19,7 @@ from . import test_report_browser as harness
 from .test_report_browser import DevTools, _problems, open_page
 
 browser = harness.browser  # the fixture: one headless Chromium for the module
-pytestmark = harness.pytestmark  # skips without chromium
+pytestmark = harness.pytestmark  # the slow set; skips without chromium
 
 GIB = 2**30
 

@@ -159,9 +159,13 @@ def test_cli_md_and_the_old_markdown_spelling(
     md = runner.invoke(cli, ["compare", base, cand, "--format", "md"])
     assert md.exit_code == 0, md.output
     lines = md.stdout.splitlines()
-    assert lines[2] == f"- **baseline**: `{base}` (1 run: run 0)"
-    assert lines[3] == f"- **candidate**: `{cand}` (1 run: run 0)"
-    assert lines[5] == MD_HEADER
+    [baseline] = [line for line in lines if line.startswith("- **baseline**: ")]
+    assert baseline == f"- **baseline**: `{base}` (1 run: run 0)"
+    [candidate] = [line for line in lines if line.startswith("- **candidate**: ")]
+    assert candidate == f"- **candidate**: `{cand}` (1 run: run 0)"
+    # The sides, then the table.
+    assert lines.count(MD_HEADER) == 1
+    assert lines.index(baseline) < lines.index(candidate) < lines.index(MD_HEADER)
     old = runner.invoke(cli, ["compare", base, cand, "--format", "markdown"])
     assert old.exit_code == 0
     assert old.stdout == md.stdout
@@ -179,13 +183,18 @@ def test_cli_text_names_sides_by_option(
     args = ["compare", base, cand, "--baseline-name", "last week"]
     result = runner.invoke(cli, [*args, "--candidate-name", "tonight"])
     assert result.exit_code == 0, result.output
-    assert result.stdout.splitlines()[1:5] == [
+    lines = result.stdout.splitlines()
+    [baseline] = [line for line in lines if line.startswith("baseline: ")]
+    assert baseline == (
         "baseline:  last week (1 run: run 0 of "
-        "repo-ztan-a3mega_allreduce_16rank_2node_h100_complete.log)",
-        "candidate: tonight (1 run: run 0 of candidate.log)",
-        "",
-        TEXT_HEADER,
-    ]
+        "repo-ztan-a3mega_allreduce_16rank_2node_h100_complete.log)"
+    )
+    [candidate] = [line for line in lines if line.startswith("candidate: ")]
+    assert candidate == "candidate: tonight (1 run: run 0 of candidate.log)"
+    # The sides, then, after a blank line, the table.
+    assert lines.count(TEXT_HEADER) == 1
+    at = lines.index(TEXT_HEADER)
+    assert lines[at - 3 : at] == [baseline, candidate, ""]
 
 
 def test_cli_history_baseline_says_which_nights(

@@ -168,6 +168,7 @@ def test_thirty_two_hosts_get_every_label() -> None:
         assert svg.count(f">{host}<") == 2  # a row label and a column label
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
 @pytest.mark.parametrize("width", [1400, 390])
 def test_the_heatmaps_fit_desktop_and_phone(

@@ -188,6 +188,7 @@ _ODD_LINES = (
 )
 
 
+@pytest.mark.slow
 @given(
     st.sampled_from(INTEL_LOGS),
     st.data(),

@@ -250,6 +250,7 @@ def _parse_file_code(path: Path) -> str:
     )
 
 
+@pytest.mark.slow
 def test_memory_of_one_long_run_does_not_grow(tmp_path: Path) -> None:
     """1x, 4x and 16x the rows of one run: peak memory grows by far less than 4x."""
     peaks = []
@@ -262,6 +263,7 @@ def test_memory_of_one_long_run_does_not_grow(tmp_path: Path) -> None:
     assert peaks[2] - peaks[0] < 80, peaks
 
 
+@pytest.mark.slow
 def test_memory_of_repeated_headers_does_not_grow(tmp_path: Path) -> None:
     """The input that once took 2 GB for 132 KB: warnings grow linearly, bounded."""
     peaks = []

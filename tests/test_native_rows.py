@@ -216,6 +216,7 @@ def _both(case: tuple[Layout, int | None, list[str]]) -> list[tuple[str, Any, An
     ]
 
 
+@pytest.mark.slow
 @given(cases(hostile=True))
 @example(
     (
@@ -232,6 +233,7 @@ def test_native_rows_are_the_parsers_or_none(
             assert _typed(native) == _typed(expected), raw
 
 
+@pytest.mark.slow
 @given(cases(hostile=False))
 def test_native_reader_takes_plain_rows(
     case: tuple[Layout, int | None, list[str]],
@@ -419,6 +421,7 @@ def test_every_log_parses_identically_with_rows_as_columns(path: Path) -> None:
             assert fast == slow
 
 
+@pytest.mark.slow
 @given(generated_logs(), st.integers(0, 6))
 def test_generated_logs_parse_identically_with_rows_as_columns(
     text: str, keep: int

@@ -45,6 +45,9 @@ TODAY = dt.datetime.now(dt.UTC).date()
 DAYS = [(TODAY - dt.timedelta(days=4 - n)).isoformat() for n in range(1, 5)]
 HANG = 300  # seconds: a recipe that runs longer has hung
 WINDOW = "(up to the 20 most recent per size, within 30 days)"
+# Each test runs a recipe's shell script night after night, each night several
+# ncclparse processes: the slow set (pytest -m slow) runs them.
+pytestmark = pytest.mark.slow
 
 _FAKES = {
     "mpirun": """\

@@ -105,6 +105,7 @@ def _objects(fs: pafs.S3FileSystem, prefix: str) -> list[str]:
     return sorted(i.path for i in found if i.type == pafs.FileType.File)
 
 
+@pytest.mark.slow
 def test_nightly_cycle_on_s3(s3: tuple[pafs.S3FileSystem, str], tmp_path: Path) -> None:
     fs, query = s3
     runner = CliRunner()
@@ -156,6 +157,7 @@ def test_nightly_cycle_on_s3(s3: tuple[pafs.S3FileSystem, str], tmp_path: Path) 
     )
 
 
+@pytest.mark.slow
 def test_a_missing_history_on_s3_is_the_first_night_or_a_usage_error(
     s3: tuple[pafs.S3FileSystem, str],
 ) -> None:
@@ -177,6 +179,7 @@ def test_a_missing_history_on_s3_is_the_first_night_or_a_usage_error(
     assert _objects(fs, "nothing-yet") == []  # reading creates nothing
 
 
+@pytest.mark.slow
 def test_compact_on_s3_keeps_every_row(s3: tuple[pafs.S3FileSystem, str]) -> None:
     fs, query = s3
     hist = f"s3://{BUCKET}/h?{query}"
@@ -202,6 +205,7 @@ def test_compact_on_s3_keeps_every_row(s3: tuple[pafs.S3FileSystem, str]) -> Non
     )
 
 
+@pytest.mark.slow
 def test_an_unreachable_object_store_is_an_infrastructure_error(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
@@ -235,6 +239,7 @@ def test_an_unknown_uri_scheme_is_refused_clearly(tmp_path: Path) -> None:
     assert os.listdir(tmp_path) == ["all_reduce.log"]
 
 
+@pytest.mark.slow
 def test_the_documented_object_store_recipe_runs(
     s3: tuple[pafs.S3FileSystem, str], server: str, tmp_path: Path
 ) -> None:

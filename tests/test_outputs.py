@@ -158,16 +158,24 @@ def test_comparison_renderings() -> None:
     row = CompareRow("all_reduce float32 sum", 2**30, 100.0, 125.0, -0.2, "regression")
     found = Comparison((row,), ("x 8 B",), (), 0.05, "regression", -0.2)
     text = render_comparison(found, "text").splitlines()
-    assert text[0] == (
+    [verdict] = [line for line in text if line.startswith("verdict: ")]
+    assert verdict == (
         "verdict: regression (threshold 5%, geometric mean busbw change -20.0%)"
     )
-    assert text[5].split() == [
+    assert text.index(verdict) == 0  # the verdict comes first
+    [series] = [line for line in text if line.startswith("all_reduce float32 sum ")]
+    assert series.split() == [
         "all_reduce", "float32", "sum", "1", "GiB", "-", "-", "-20.0", "100.00",
         "125.00", "regression",
     ]  # fmt: skip
-    assert text[-1] == "only in the baseline: x 8 B"
+    [only] = [line for line in text if line.startswith("only in the baseline: ")]
+    assert only == "only in the baseline: x 8 B"
+    assert text.index(series) < text.index(only) == len(text) - 1  # the last line
     md = render_comparison(found, "md").splitlines()
-    assert md[-3] == (
+    [md_series] = [
+        line for line in md if line.startswith("| all\\_reduce float32 sum |")
+    ]
+    assert md_series == (
         "| all\\_reduce float32 sum | 1 GiB | - | - | -20.0 | 100.00 | 125.00 "
         "| regression |"
     )

@@ -411,9 +411,19 @@ def pairwise() -> tuple[ncclparse.ParseResult, CheckResult]:
 
 
 @pytest.fixture(scope="module")
-def pairwise_html(pairwise: tuple[ncclparse.ParseResult, CheckResult]) -> str:
+def pairwise_pages(
+    pairwise: tuple[ncclparse.ParseResult, CheckResult],
+) -> tuple[str, str]:
+    """The report's HTML and Markdown, rendered from one context (built once: it
+    draws every run's charts)."""
     result, outcome = pairwise
-    return render_report(build_context(result, check=outcome, hardware=A3_MEGA))
+    context = build_context(result, check=outcome, hardware=A3_MEGA)
+    return render_report(context), render_markdown(context)
+
+
+@pytest.fixture(scope="module")
+def pairwise_html(pairwise_pages: tuple[str, str]) -> str:
+    return pairwise_pages[0]
 
 
 def test_checks_section_follows_the_verdicts(pairwise_html: str) -> None:
@@ -491,10 +501,9 @@ def test_no_check_no_checks_section(h100_html: str) -> None:
 
 
 def test_markdown_summary_shows_checks_in_short(
-    pairwise: tuple[ncclparse.ParseResult, CheckResult],
+    pairwise_pages: tuple[str, str],
 ) -> None:
-    result, outcome = pairwise
-    md = render_markdown(build_context(result, check=outcome, hardware=A3_MEGA))
+    md = pairwise_pages[1]
     lines = md.splitlines()
     assert lines.index("## Checks: ✗ FAIL") < lines.index(
         "## ✗ FAIL: pair0.log (run 0)"

@@ -30,10 +30,14 @@ from .conftest import FIXTURES
 
 ROOT = Path(__file__).parent.parent
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
-pytestmark = pytest.mark.skipif(
-    CHROMIUM is None,
-    reason="Debian's chromium is not installed (apt-get install -y chromium)",
-)
+# A real browser per module: in the slow set (pytest -m slow), which CI runs.
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        CHROMIUM is None,
+        reason="Debian's chromium is not installed (apt-get install -y chromium)",
+    ),
+]
 _FLAGS = (
     "--headless",
     "--no-sandbox",

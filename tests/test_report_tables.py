@@ -232,7 +232,14 @@ def test_standard_input_is_named_and_runs_count_from_zero(runner: CliRunner) -> 
     assert done.exit_code == 0, done.stderr
     lines = done.stdout.splitlines()
     assert lines[0] == "# ncclparse report: standard input"
-    assert lines[4].startswith("| i NOTE | standard input (run 0) | all\\_reduce |")
+    # The verdict table's row of the one run, found by the run's name.
+    [row] = [line for line in lines if "| standard input (run 0) |" in line]
+    assert row == (
+        "| i NOTE | standard input (run 0) | all\\_reduce | 16 | 2 | NVIDIA H100 80GB "
+        "HBM3 | unverified: 68.6 % of the ideal on the plateau, 2 GiB to 8 GiB (median "
+        "busbw 330.6 GB/s of 482.1 GB/s) against an ideal whose NIC count and speed "
+        "are assumed from a preset; pass --profile or --inter-bw to judge it |"
+    )
     done = runner.invoke(cli, ["report", "-q", "--title", "nightly <h100>"], input=log)
     assert done.exit_code == 0, done.stderr
     assert "<title>nightly &lt;h100&gt;</title>" in done.stdout

@@ -455,17 +455,20 @@ def test_any_bytes(data: bytes) -> None:
     parse_checked(data)
 
 
+@pytest.mark.slow
 @given(log_text)
 @example("8 2 float sum -1 h:1:2 [0] NCCL INFO x\n" + "1" * 40 + "x")
 def test_log_shaped_text(text: str) -> None:
     parse_checked(text.encode())
 
 
+@pytest.mark.slow
 @given(mutated())
 def test_mutated_corpus(data: bytes) -> None:
     parse_checked(data)
 
 
+@pytest.mark.slow
 @settings(max_examples=10_000 if LONG else 1000)
 @given(seed_names, st.floats(0, 1))
 def test_cut_at_any_byte(name: str, where: float) -> None:
@@ -530,6 +533,7 @@ def same(a: float | None, b: float | None) -> bool:
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "name",
     [n for n in sorted(SEED_BYTES) if "complete" in n or "footer" in n][:3]
@@ -808,6 +812,7 @@ _HUGE_THREADS = (
 )
 
 
+@pytest.mark.slow
 @given(hostile_json())
 @example(_HUGE_THREADS)
 def test_hostile_json_members(data: bytes) -> None:

@@ -395,6 +395,7 @@ def generated_logs(draw: st.DrawFn) -> str:
 NCCL_SEEDS = sorted(p.name for p in (FIXTURES / "nccl").glob("*.log"))
 
 
+@pytest.mark.slow
 @given(generated_logs())
 def test_generated_logs_parse_identically(text: str) -> None:
     native = _native()
@@ -407,6 +408,7 @@ def test_generated_logs_parse_identically(text: str) -> None:
         assert fast == outcome(text)
 
 
+@pytest.mark.slow
 @given(mutated())
 def test_mutated_logs_parse_identically(data: bytes) -> None:
     native = _native()

@@ -297,6 +297,7 @@ def test_a_page_that_cannot_be_written_is_infrastructure(
 # --- in Chromium, at desktop and phone widths -------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
 @pytest.mark.parametrize("width", [1400, 390])
 def test_the_page_fits_desktop_and_phone(
