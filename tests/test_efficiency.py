@@ -266,7 +266,7 @@ def test_fit_is_robust_to_an_outlier() -> None:
 
 @pytest.mark.parametrize(
     ("spread", "fit_class"),
-    [(0.05, "excellent"), (0.2, "useful"), (0.6, "assumptions violated")],
+    [(0.05, "excellent"), (0.1, "useful"), (0.6, "assumptions violated")],
 )
 def test_fit_class_thresholds(spread: float, fit_class: str) -> None:
     """Model error < 10 % excellent, 10-30 % useful, > 30 % assumptions violated."""
@@ -354,7 +354,13 @@ def test_efficiency_and_ideal_time() -> None:
 def test_device_picks_preset_as_assumption() -> None:
     got = eff.analyze(sweep(nranks=16, nnodes=2, device="NVIDIA H100 80GB HBM3"))
     assert any("matched preset h100" in a for a in got.assumptions)
-    assert column(got.rows, "ideal_busbw_gbps")[3] == pytest.approx(450 * 15 / 14)
+    # H100s may run NVLSTree on 2 nodes (the strict reading): min(2*15/16*400 = 750,
+    # 2*7/8*450 = 787.5); the lenient one is a ring's min(B, I) = 400.
+    assert column(got.rows, "ideal_busbw_gbps")[3] == pytest.approx(750.0)
+    assert column(got.rows, "algorithm")[3] == "nvls_tree"
+    assert column(got.rows, "ideal_low_busbw_gbps")[3] == pytest.approx(400.0)
+    assert column(got.rows, "algorithm_low")[3] == "ring"
+    assert column(got.rows, "algorithm_basis")[3] == "assumed"
 
 
 def test_no_profile_leaves_nulls_with_reason() -> None:
@@ -449,7 +455,8 @@ def test_many_series_are_fitted_in_one_pass() -> None:
 
 @pytest.mark.skipif(not A3MEGA.exists(), reason="corpus not available")
 def test_corpus_h100_two_nodes_end_to_end() -> None:
-    """16 H100 ranks on 2 nodes: ideal min(750, 482.1) = 482.1 GB/s; every row filled."""
+    """16 H100 ranks on 2 nodes: the strict reading NVLSTree's min(750, 787.5) = 750
+    GB/s, the lenient a ring's 400; every row filled."""
     parsed = ncclparse.parse(str(A3MEGA))
     got = eff.analyze(parsed.measurements)
     assert any("matched preset h100" in a for a in got.assumptions)
@@ -457,7 +464,8 @@ def test_corpus_h100_two_nodes_end_to_end() -> None:
     assert rows
     for row in rows:
         assert row["busbw_mismatch"] is False
-        assert row["ideal_busbw_gbps"] == pytest.approx(450 * 15 / 14)
+        assert row["ideal_busbw_gbps"] == pytest.approx(750.0)
+        assert row["ideal_low_busbw_gbps"] == pytest.approx(400.0)
         for name in (
             "busbw_calc_gbps",
             "efficiency",
@@ -470,7 +478,7 @@ def test_corpus_h100_two_nodes_end_to_end() -> None:
         ):
             assert row[name] is not None, name
         if row["size_bytes"] >= 2**30:  # large messages: printed busbw is ~340 GB/s
-            assert 0.6 < row["efficiency"] < 0.8
+            assert 0.35 < row["efficiency"] < 0.5
     assert {f["fit_class"] for f in got.fits.to_pylist()} <= set(eff.FIT_CLASSES)
 
 

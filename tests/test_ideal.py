@@ -8,6 +8,8 @@ h100 profile (B = 450 GB/s per GPU, I = 8 x 50 GB/s per node, one NIC per GPU):
 
 from __future__ import annotations
 
+import re
+
 import pyarrow as pa
 import pytest
 
@@ -19,25 +21,34 @@ from ncclparse.schema import measurements_table
 
 SIZES = [2**k for k in range(3, 35)]  # 8 B to 16 GiB
 CASES = [
-    # collective, ranks, nodes, profile, ideal busbw (GB/s) and its arithmetic
-    ("all_reduce", 8, 1, "h100", 450.0),  # one node: B
-    ("all_reduce", 16, 2, "h100", 450 * 15 / 14),  # min(400*15*2/16=750, 482.1)
-    ("all_reduce", 2, 2, "h100", 50.0),  # one GPU per node reaches one NIC: I = 50
-    ("all_reduce", 8, 2, "h100", 200 * 7 * 2 / 8),  # 4 GPUs reach 4 NICs: I = 200
-    ("all_gather", 16, 2, "h100", 450 * 15 / 14),  # ring class, as all_reduce
-    ("reduce_scatter", 16, 2, "h100", 450 * 15 / 14),
-    ("alltoall", 8, 1, "h100", 450.0),  # one node: B
-    ("alltoall", 16, 2, "h100", 400 * 15 / (8 * 8)),  # I(N-1)/(P(N-P)) = 93.75
-    ("sendrecv", 16, 2, "h100", 50.0),  # one GPU's NIC crosses the boundary
-    ("sendrecv", 8, 1, "h100", 450.0),
-    ("broadcast", 16, 2, "h100", 400.0),  # min(I, B)
-    ("reduce", 16, 2, "h100", 400.0),
-    ("gather", 16, 2, "h100", 500.0),  # min(I(N-1)/(N-P) = 750, B + g = 500)
-    ("scatter", 16, 2, "h100", 500.0),
-    ("all_reduce", 2, 1, "mi300x", 64.0),  # mesh: 2 GPUs share one 64 GB/s link
-    ("all_reduce", 8, 1, "mi300x", 7 * 64.0),  # 7 links each
-    ("alltoall", 4, 1, "mi300x", 3 * 64.0),
+    # collective, ranks, nodes, profile, NCCL_ALGO, line rate (busbw GB/s) by hand
+    ("all_reduce", 8, 1, "h100", "Ring", 450.0),  # one node: B
+    ("all_reduce", 8, 1, "h100", "NVLS", 2 * 7 / 8 * 450),  # 787.5: send + receive
+    ("all_reduce", 16, 2, "h100", "Ring", 400.0),  # min(B, I)
+    ("all_reduce", 16, 2, "h100", "Tree", 450 * 15 / 14),  # min(2*15/16*400, 482.1)
+    ("all_reduce", 16, 2, "h100", "NVLSTree", 750.0),  # min(2*15/16*400, 787.5)
+    ("all_reduce", 16, 2, "h100", "CollNetDirect", 450 * 15 / 14),  # 750 vs 482.1
+    ("all_reduce", 32, 4, "h100", "Tree", 31 / 32 * 400),  # interior: (N-1)/N I
+    ("all_reduce", 32, 4, "h100", "NVLSTree", 31 / 32 * 400),
+    ("all_reduce", 64, 8, "h100", "Ring", 400.0),  # a ring never beyond I
+    ("all_reduce", 2, 2, "h100", "Ring", 50.0),  # one GPU per node reaches one NIC
+    ("all_reduce", 8, 2, "h100", "Ring", 200.0),  # 4 GPUs reach 4 NICs: I = 200
+    ("all_gather", 16, 2, "h100", "Ring", 400.0),  # ring class, as all_reduce
+    ("reduce_scatter", 16, 2, "h100", "Ring", 400.0),
+    ("all_gather", 2, 2, "h100", "PAT", 50.0),  # one GPU per node: I
+    ("alltoall", 8, 1, "h100", None, 450.0),  # one node: B
+    ("alltoall", 16, 2, "h100", None, 400 * 15 / (8 * 8)),  # I(N-1)/(P(N-P))
+    ("sendrecv", 16, 2, "h100", None, 50.0),  # one GPU's NIC crosses the boundary
+    ("sendrecv", 8, 1, "h100", None, 450.0),
+    ("broadcast", 16, 2, "h100", None, 400.0),  # min(I, B)
+    ("reduce", 16, 2, "h100", None, 400.0),
+    ("gather", 16, 2, "h100", None, 500.0),  # min(I(N-1)/(N-P) = 750, B + g = 500)
+    ("scatter", 16, 2, "h100", None, 500.0),
+    ("all_reduce", 2, 1, "mi300x", "Ring", 64.0),  # mesh: 2 GPUs share one link
+    ("all_reduce", 8, 1, "mi300x", "Ring", 7 * 64.0),  # 7 links each
+    ("alltoall", 4, 1, "mi300x", None, 3 * 64.0),
 ]
+LINE_RATE = re.compile(r"([\d.]+) % of (?:an? [\w() -]+'s|its) line rate")
 
 
 def _sweep(collective: str, ranks: int, nodes: int, rate: float) -> pa.Table:
@@ -71,10 +82,12 @@ def _sweep(collective: str, ranks: int, nodes: int, rate: float) -> pa.Table:
 
 
 def _judge(
-    collective: str, ranks: int, nodes: int, profile: str, rate: float
+    collective: str, ranks: int, nodes: int, profile: str, algo: str | None, rate: float
 ) -> tuple[float, str, str]:
     analysis = analyze(
-        _sweep(collective, ranks, nodes, rate), HardwareOptions(profile=profile)
+        _sweep(collective, ranks, nodes, rate),
+        HardwareOptions(profile=profile),
+        _runs("IB", [], algo),
     )
     rows = analysis.rows.to_pandas()
     run = {"status": "complete", "rows": len(rows), "errors": [], "last_line": 40}
@@ -82,28 +95,45 @@ def _judge(
     return float(rows["ideal_busbw_gbps"].iloc[-1]), verdict.label, verdict.headline
 
 
-@pytest.mark.parametrize(("collective", "ranks", "nodes", "profile", "ideal"), CASES)
+def _line_rate_pct(headline: str) -> float:
+    found = LINE_RATE.search(headline)
+    assert found, headline
+    return float(found.group(1))
+
+
+@pytest.mark.parametrize(
+    ("collective", "ranks", "nodes", "profile", "algo", "ideal"), CASES
+)
 def test_line_rate_is_healthy(
-    collective: str, ranks: int, nodes: int, profile: str, ideal: float
+    collective: str,
+    ranks: int,
+    nodes: int,
+    profile: str,
+    algo: str | None,
+    ideal: float,
 ) -> None:
-    got, label, headline = _judge(collective, ranks, nodes, profile, ideal)
+    got, label, headline = _judge(collective, ranks, nodes, profile, algo, ideal)
     assert got == pytest.approx(ideal, rel=1e-9)
     assert label == "OK", headline
-    efficiency = float(headline.split("healthy: ")[1].split(" %")[0])
     # The plateau includes sizes a little below the peak: ~99 %, never above.
-    assert 99.0 <= efficiency <= 100.0
+    assert 99.0 <= _line_rate_pct(headline) <= 100.0
 
 
-@pytest.mark.parametrize(("collective", "ranks", "nodes", "profile", "ideal"), CASES)
+@pytest.mark.parametrize(
+    ("collective", "ranks", "nodes", "profile", "algo", "ideal"), CASES
+)
 def test_half_rate_is_flagged(
-    collective: str, ranks: int, nodes: int, profile: str, ideal: float
+    collective: str,
+    ranks: int,
+    nodes: int,
+    profile: str,
+    algo: str | None,
+    ideal: float,
 ) -> None:
-    _, label, headline = _judge(collective, ranks, nodes, profile, ideal / 2)
+    _, label, headline = _judge(collective, ranks, nodes, profile, algo, ideal / 2)
     assert label in ("CHECK", "FAIL"), headline
-    efficiency = float(headline.split("below ideal: ")[1].split(" %")[0])
-    assert 49.0 <= efficiency <= 50.0
-    assert _judge(collective, ranks, nodes, profile, ideal * 0.6)[1] == "CHECK"
-    assert _judge(collective, ranks, nodes, profile, ideal / 3)[1] == "FAIL"
+    assert 49.0 <= _line_rate_pct(headline) <= 50.0
+    assert _judge(collective, ranks, nodes, profile, algo, ideal / 3)[1] == "FAIL"
 
 
 def test_aiboosters_worked_example() -> None:
@@ -114,16 +144,19 @@ def test_aiboosters_worked_example() -> None:
     assert found.bound == "inter"
 
 
-def _runs(net: str | None, nics: list[str]) -> pa.Table:
-    """A runs table with what NCCL's INFO lines said of the network (schema.md)."""
+def _runs(net: str | None, nics: list[str], algo: str | None = None) -> pa.Table:
+    """A runs table with what NCCL's INFO lines said of the network and the
+    algorithm (schema.md)."""
     return pa.table(
         {
             "source": ["x.log"],
             "run": pa.array([0], pa.int32()),
+            "tool": ["nccl-tests"],
             "net": [net],
             "nics": [nics],
             "gdr": [True],
             "local_ranks": pa.array([None], pa.int32()),
+            "nccl_algo": [algo],
         }
     )
 

@@ -49,7 +49,7 @@ min_deficit = 0.2
 
 def test_defaults_judge_latency_and_leave_efficiency_to_the_verdict() -> None:
     (latency,) = DEFAULT_RULES.rules
-    assert DEFAULT_RULES.verdict == VerdictPolicy(good=0.70, poor=0.5)
+    assert DEFAULT_RULES.verdict == VerdictPolicy(good=0.85, poor=0.6)
     assert latency.describe() == (
         "any collective, latency-bound, sizes 0..1048576 B: time_us <= 1000"
     )
@@ -142,9 +142,9 @@ def test_verdict_thresholds_from_toml() -> None:
 def test_verdict_unjudged_is_fail_unless_skip_is_chosen() -> None:
     assert DEFAULT_RULES.verdict.unjudged == "fail"
     chosen = rules_from_mapping({"verdict": {"unjudged": "skip", "good": 0.8}})
-    assert chosen.verdict == VerdictPolicy(good=0.8, poor=0.5, unjudged="skip")
+    assert chosen.verdict == VerdictPolicy(good=0.8, poor=0.6, unjudged="skip")
     kept = rules_from_mapping({"verdict": {"poor": 0.4}})
-    assert kept.verdict == VerdictPolicy(good=0.7, poor=0.4, unjudged="fail")
+    assert kept.verdict == VerdictPolicy(good=0.85, poor=0.4, unjudged="fail")
 
 
 @pytest.mark.parametrize("value", ["pass", 1, True])

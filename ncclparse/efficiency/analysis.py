@@ -16,7 +16,7 @@ from __future__ import annotations
 import html
 from dataclasses import dataclass
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -24,6 +24,8 @@ import pyarrow.compute as pc
 
 from ncclparse import _arrow as arr
 from ncclparse.collectives import COLLECTIVES, TABLE, Bound, BusbwKind, Steps
+from ncclparse.efficiency import achievable
+from ncclparse.efficiency import algorithms as algo
 from ncclparse.efficiency import notes as why
 from ncclparse.efficiency.bandwidth import InputColumns, bandwidths
 from ncclparse.efficiency.fits import FIT_CLASSES, Fit, fit_series
@@ -45,6 +47,12 @@ ANALYSED_COLUMNS = (
     "ideal_busbw_gbps",
     "ideal_bound",
     "ideal_basis",
+    "algorithm",
+    "algorithm_basis",
+    "expected_busbw_gbps",
+    "ideal_low_busbw_gbps",
+    "algorithm_low",
+    "expected_low_busbw_gbps",
     "efficiency",
     "ideal_time_us",
     "model_time_us",
@@ -64,6 +72,7 @@ ANALYSED_COLUMNS = (
 # Steps and bounds per 1-based collective code (0: unknown or no model).
 _STEPS = np.array([0, *(TABLE[c].steps or 0 for c in COLLECTIVES)])
 _BOUNDS = np.array([0, *(TABLE[c].bound for c in COLLECTIVES)])
+_ALL_REDUCE = COLLECTIVES.index("all_reduce") + 1
 # Where a row's ideal comes from: figures the user gave (a profile, --intra-bw ...),
 # a preset matched by GPU name on one node (B is the GPU's own), or on several nodes
 # (NIC count and speed assumed: not judged).
@@ -134,6 +143,15 @@ def analyze(
     ideal, intra, inter = ideal_by_collective(
         bound_kind, topo["b"], topo["i"], topo["g"], n, q
     )
+    judged = _judged_bounds(
+        cols,
+        bound_kind,
+        (topo, hw),
+        _run_evidence(measurements, runs),
+        (n, q, bw["busbw_calc_gbps"]),
+        (ideal, intra, inter),
+    )
+    ideal, intra, inter = judged.ideal, judged.intra, judged.inter
     has_profile = ~np.isnan(hw["intra"])
     reasons |= np.where((q > 1) & np.isnan(hw["inter"]) & has_profile, why.NO_I, 0)
     reasons |= np.where((bound_kind == Bound.NONE) & has_profile, why.NO_BOUND, 0)
@@ -180,6 +198,16 @@ def analyze(
         "ideal_busbw_gbps": arr.floats(ideal),
         "ideal_bound": arr.labels(bound, ("intra", "inter")),
         "ideal_basis": arr.labels(np.where(np.isnan(ideal), -1, basis), BASES),
+        "algorithm": _labels(judged.high, usable),
+        "algorithm_basis": arr.labels(
+            np.where(usable & (judged.high >= 0), judged.basis, -1), ALGORITHM_BASES
+        ),
+        "expected_busbw_gbps": arr.floats(np.where(usable, judged.expected, np.nan)),
+        "ideal_low_busbw_gbps": arr.floats(np.where(usable, judged.ideal_low, np.nan)),
+        "algorithm_low": _labels(judged.low, usable),
+        "expected_low_busbw_gbps": arr.floats(
+            np.where(usable, judged.expected_low, np.nan)
+        ),
         "efficiency": arr.floats(eff),
         "ideal_time_us": arr.floats(ideal_time),
         "model_time_us": arr.floats(fit.model_time),
@@ -198,6 +226,150 @@ def analyze(
     for name in ANALYSED_COLUMNS:
         out = out.append_column(name, values[name])
     return Analysis(out, fit.table, tuple(dict.fromkeys(notes)), profiles)
+
+
+# How a row's algorithm is known: NCCL said it (per size, or NCCL_ALGO), it is the
+# collective's only one (point-to-point, broadcast), NCCL's tuning model chooses it
+# given what the log says (NVLS channels), or it is one of several NCCL could have
+# chosen (the verdict then states the readings of the lowest and highest).
+ALGORITHM_BASES = ("log", "only", "inferred", "assumed")
+# A busbw this much above an algorithm's line rate rules the algorithm out
+# (printing and timer noise stay well within it).
+CONSISTENT = 0.02
+_POINT_TO_POINT = frozenset({Bound.ALLTOALL, Bound.PAIR, Bound.ROOTED})
+
+
+@dataclass(frozen=True, slots=True)
+class _Judged:
+    """Per row: the line-rate bound and terms of the strict reading (the highest
+    expected busbw among the algorithms the row could have run and its busbw does
+    not rule out), the expected busbw (bound times the healthy fractions) of the
+    strict and the lenient (lowest) reading, their algorithm indices
+    (:data:`ncclparse.efficiency.algorithms.ALGORITHMS`; -2 point-to-point, -1
+    none) and the basis (ALGORITHM_BASES index)."""
+
+    ideal: np.ndarray
+    intra: np.ndarray
+    inter: np.ndarray
+    expected: np.ndarray
+    ideal_low: np.ndarray
+    expected_low: np.ndarray
+    high: np.ndarray
+    low: np.ndarray
+    basis: np.ndarray
+
+
+def _judged_bounds(
+    c: InputColumns,
+    kind: np.ndarray,
+    figures: tuple[dict[str, np.ndarray], dict[str, np.ndarray]],
+    evidence: tuple[np.ndarray, list[algo.Evidence]],
+    measured: tuple[np.ndarray, np.ndarray, np.ndarray],
+    textbook: tuple[np.ndarray, np.ndarray, np.ndarray],
+) -> _Judged:
+    """The bounds a row is judged against (docs/efficiency.md sections 2-4):
+    ring-class collectives by algorithm (:mod:`~ncclparse.efficiency.algorithms`),
+    the others by their collective's bound; each with its expected busbw."""
+    topo, hw = figures
+    n, q, busbw = measured
+    ideal, intra, inter = textbook
+    f_intra, f_net = hw["f_intra"], hw["f_net"]
+    with np.errstate(invalid="ignore"):
+        expected = np.fmin(intra * f_intra, inter * f_net)
+    expected = np.where(np.isnan(ideal), np.nan, expected)
+    one_way = np.where(np.isin(kind, list(_POINT_TO_POINT)), -2, algo.RING)
+    high = np.where(np.isnan(ideal), -1, one_way)
+    basis = np.ones(n.shape, dtype=np.int64)
+    ring = (kind == Bound.RING) & ~np.isnan(ideal)
+    if not ring.any():
+        return _Judged(
+            ideal, intra, inter, expected, ideal, expected, high, high.copy(), basis
+        )
+    at = np.flatnonzero(ring)
+    all_reduce = c.code[at] == _ALL_REDUCE
+    bound, a_intra, a_inter = algo.algorithm_bounds(
+        all_reduce, topo["b"][at], topo["i"][at], n[at], q[at]
+    )
+    sharp = np.zeros(bound.shape, dtype=bool)
+    sharp[[algo.NVLS, algo.NVLS_TREE]] = True
+    with np.errstate(invalid="ignore"):
+        a_expected = np.fmin(
+            a_intra * np.where(sharp, achievable.NVLS.value, f_intra[at]),
+            a_inter * f_net[at],
+        )
+    allowed, row_basis = _allowed(c, at, evidence, n, q)
+    low, high_at = algo.lowest_and_highest(
+        bound, a_expected, allowed, busbw[at], CONSISTENT
+    )
+    pick = np.arange(len(at))
+
+    def chosen(values: np.ndarray, index: np.ndarray) -> np.ndarray:
+        return np.where(index >= 0, values[np.maximum(index, 0), pick], np.nan)
+
+    ideal, intra, inter = ideal.copy(), intra.copy(), inter.copy()
+    ideal[at] = chosen(bound, high_at)
+    intra[at] = chosen(a_intra, high_at)
+    inter[at] = chosen(a_inter, high_at)
+    expected = expected.copy()
+    expected[at] = chosen(a_expected, high_at)
+    ideal_low, expected_low = ideal.copy(), expected.copy()
+    ideal_low[at] = chosen(bound, low)
+    expected_low[at] = chosen(a_expected, low)
+    high = high.copy()
+    low_all = high.copy()
+    high[at], low_all[at] = high_at, low
+    basis[at] = row_basis
+    return _Judged(
+        ideal, intra, inter, expected, ideal_low, expected_low, high, low_all, basis
+    )
+
+
+def _allowed(
+    c: InputColumns,
+    at: np.ndarray,
+    evidence: tuple[np.ndarray, list[algo.Evidence]],
+    n: np.ndarray,
+    q: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Which algorithms each row at ``at`` could have run (algorithms x rows) and
+    how that is known (ALGORITHM_BASES index), one look-up per distinct run,
+    collective, topology and (where the log has per-size choices) size."""
+    run_index, said = evidence
+    run = run_index[at]
+    size = np.nan_to_num(c.size[at]).astype(np.int64)
+    tuned = np.array([bool(e.tuned) for e in said], dtype=bool)
+    # Only per-size choices and NVLS's size threshold tell sizes apart.
+    large = np.where(size >= algo.NVLS_FROM_BYTES, algo.NVLS_FROM_BYTES, 0)
+    keyed_size = np.where(tuned[run], size, large)
+    keys = np.stack(
+        [
+            run,
+            c.code[at],
+            np.nan_to_num(q[at], nan=-1),
+            np.nan_to_num(n[at], nan=-1),
+            keyed_size,
+        ]
+    ).T
+    distinct, inverse = np.unique(keys, axis=0, return_inverse=True)
+    masks = np.zeros((len(algo.ALGORITHMS), len(distinct)), dtype=bool)
+    bases = np.zeros(len(distinct), dtype=np.int64)
+    for k, (r, code, nodes, ranks, sized) in enumerate(distinct.tolist()):
+        found, how = algo.candidates(
+            said[int(r)], COLLECTIVES[int(code) - 1], int(sized), nodes, ranks
+        )
+        masks[list(found), k] = True
+        bases[k] = ALGORITHM_BASES.index(how)
+    inverse = inverse.reshape(-1)
+    return masks[:, inverse], bases[inverse]
+
+
+def _labels(index: np.ndarray, usable: np.ndarray) -> pa.Array[Any]:
+    """Algorithm names of indices (-2: point-to-point, -1 or unusable: null)."""
+    names = [
+        None if not ok or k == -1 else "p2p" if k == -2 else algo.ALGORITHMS[k]
+        for k, ok in zip(index.tolist(), usable.tolist(), strict=True)
+    ]
+    return pa.array(names, type=pa.string())
 
 
 def _gaps(
@@ -264,6 +436,14 @@ def _row_hardware(
         return np.array(values, dtype=np.float64)[index]
 
     hosts = pick("hosts_per_node")
+    links = [
+        (
+            achievable.intra_fraction(None if p is None else p.intra_link),
+            achievable.net_fraction(None if p is None else p.net_link),
+        )
+        for p in profiles
+    ]
+    fractions = np.array(links, dtype=np.float64).reshape(len(profiles), 2)[index]
     figures = {
         "intra": pick("intra_gbps"),
         "inter": pick("inter_gbps"),
@@ -275,6 +455,8 @@ def _row_hardware(
         "link": pick("link_gbps"),
         "nics": pick("nics_per_node"),
         "nic": pick("nic_gbps"),
+        "f_intra": fractions[:, 0],
+        "f_net": fractions[:, 1],
     }
     mesh = [p is not None and p.intra_topology == "mesh" for p in profiles]
     figures["mesh"] = np.array(mesh, dtype=bool)[index]
@@ -375,6 +557,38 @@ def _run_topology(
         [facts.get(k, (np.nan,) * 3) for k in keys], dtype=np.float64
     ).reshape(size, 3)
     return {"nics": table[:, 0], "local_ranks": table[:, 1], "gdr": table[:, 2]}
+
+
+def _run_evidence(
+    measurements: pa.Table, runs: pa.Table | None
+) -> tuple[np.ndarray, list[algo.Evidence]]:
+    """Per row, the index of its run's :class:`~ncclparse.efficiency.algorithms.
+    Evidence` in the list returned: what the ``runs`` row says of NCCL's algorithms,
+    or, without one, the row's own tool and device."""
+    facts: dict[tuple[str, int], dict[str, Any]] = {}
+    if runs is not None:
+        for run in runs.to_pylist():
+            facts[(run["source"], run["run"])] = run
+    keys = list(
+        zip(
+            cast("list[str]", measurements.column("source").to_pylist()),
+            cast("list[int]", measurements.column("run").to_pylist()),
+            strict=True,
+        )
+    )
+    index: dict[tuple[str, int], int] = {}
+    said: list[algo.Evidence] = []
+    tools = measurements.column("tool").to_pylist()
+    devices = measurements.column("device").to_pylist()
+    at = np.empty(len(keys), dtype=np.int64)
+    for row, key in enumerate(keys):
+        found = index.get(key)
+        if found is None:
+            run = facts.get(key) or {"tool": tools[row], "devices": [devices[row]]}
+            found = index[key] = len(said)
+            said.append(algo.Evidence.of_run(run))
+        at[row] = found
+    return at, said
 
 
 def _topology(

@@ -56,6 +56,8 @@ _PLAIN = {
     "host_staging",
     "device_pattern",
     "intra_topology",
+    "intra_link",
+    "net_link",
 }
 
 

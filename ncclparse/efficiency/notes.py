@@ -34,8 +34,8 @@ NOTES = (
     "faster than the fitted model at this size (above model): no unexplained time",
     "no ideal bandwidth is derived for this collective",
     "the ideal assumes hardware figures the log does not state (see the assumptions)",
-    "busbw peaks at one size and every other size is more than 10 % below it: no "
-    "plateau, beta and efficiency are not judged",
+    "the largest size's busbw is more than 10 % from the smaller sizes': no "
+    "sustained level (plateau), beta and efficiency are not judged",
 )
 (
     GROUPED,

@@ -105,6 +105,8 @@ PRESETS: dict[str, HardwareProfile] = {
     for p in (
         HardwareProfile(
             name="a100",
+            intra_link="nvlink3",
+            net_link="ib",
             description="DGX/HGX A100 8-GPU, NVSwitch, 8 x HDR 200 Gb/s",
             gpus_per_node=8,
             intra_gbps=300.0,
@@ -126,6 +128,8 @@ PRESETS: dict[str, HardwareProfile] = {
         ),
         HardwareProfile(
             name="h100",
+            intra_link="nvlink4",
+            net_link="ib",
             description="DGX/HGX H100 8-GPU, NVSwitch, 8 x NDR 400 Gb/s",
             gpus_per_node=8,
             intra_gbps=450.0,
@@ -148,6 +152,8 @@ PRESETS: dict[str, HardwareProfile] = {
         ),
         HardwareProfile(
             name="h800",
+            intra_link="nvlink4",
+            net_link="ib",
             description="HGX H800 8-GPU (export H100), NVSwitch; NICs unknown",
             gpus_per_node=8,
             intra_gbps=200.0,
@@ -162,6 +168,8 @@ PRESETS: dict[str, HardwareProfile] = {
         ),
         HardwareProfile(
             name="h200",
+            intra_link="nvlink4",
+            net_link="ib",
             description="DGX/HGX H200 8-GPU, NVSwitch, 8 x NDR 400 Gb/s",
             gpus_per_node=8,
             intra_gbps=450.0,
@@ -181,6 +189,8 @@ PRESETS: dict[str, HardwareProfile] = {
         ),
         HardwareProfile(
             name="b200",
+            intra_link="nvlink5",
+            net_link="ib",
             description="DGX/HGX B200 8-GPU, NVLink 5 switch, 8 x 400 Gb/s",
             gpus_per_node=8,
             intra_gbps=900.0,
@@ -200,6 +210,8 @@ PRESETS: dict[str, HardwareProfile] = {
         ),
         HardwareProfile(
             name="gb200-nvl72",
+            intra_link="nvlink5",
+            net_link="ib",
             description="GB200 NVL72 rack: one 72-GPU NVLink domain of 18 hosts",
             gpus_per_node=72,
             hosts_per_node=18,
@@ -220,6 +232,8 @@ PRESETS: dict[str, HardwareProfile] = {
         ),
         HardwareProfile(
             name="mi300x",
+            intra_link="xgmi",
+            net_link="ib",
             description="AMD Instinct MI300X 8-GPU platform, Infinity Fabric mesh",
             gpus_per_node=8,
             intra_gbps=448.0,
@@ -248,6 +262,8 @@ PRESETS: dict[str, HardwareProfile] = {
         ),
         HardwareProfile(
             name="mi250x",
+            intra_link="xgmi",
+            net_link="slingshot",
             description=(
                 "Frontier-style node: 4 x MI250X = 8 GCDs, 4 x Slingshot 200 Gb/s; "
                 "uneven Infinity Fabric (200 GB/s to the sibling GCD, 50-100 GB/s to "
@@ -276,6 +292,7 @@ PRESETS: dict[str, HardwareProfile] = {
         ),
         HardwareProfile(
             name="aurora",
+            net_link="slingshot",
             description="Intel Max 1550 'Aurora' node: 6 GPUs x 2 tiles",
             gpus_per_node=12,
             intra_gbps=53.0,
@@ -308,6 +325,8 @@ PRESETS: dict[str, HardwareProfile] = {
         ),
         HardwareProfile(
             name="gcp-a3-high",
+            intra_link="nvlink4",
+            net_link="tcpx",
             description="Google Cloud a3-highgpu-8g: 8 x H100, NVSwitch, "
             "4 x 200 Gb/s GPU NICs (GPUDirect-TCPX)",
             gpus_per_node=8,
@@ -334,6 +353,8 @@ PRESETS: dict[str, HardwareProfile] = {
         ),
         HardwareProfile(
             name="gcp-a3-mega",
+            intra_link="nvlink4",
+            net_link="tcpx",
             description="Google Cloud a3-megagpu-8g: 8 x H100, NVSwitch, "
             "8 x 200 Gb/s GPU NICs (GPUDirect-TCPXO)",
             gpus_per_node=8,
@@ -359,6 +380,8 @@ PRESETS: dict[str, HardwareProfile] = {
         ),
         HardwareProfile(
             name="gcp-a3-ultra",
+            intra_link="nvlink4",
+            net_link="roce",
             description="Google Cloud a3-ultragpu-8g: 8 x H200, NVSwitch, "
             "8 x ConnectX-7 400 Gb/s (RoCE, GPUDirect RDMA)",
             gpus_per_node=8,
@@ -380,6 +403,8 @@ PRESETS: dict[str, HardwareProfile] = {
         ),
         HardwareProfile(
             name="azure-nd-h100-v5",
+            intra_link="nvlink4",
+            net_link="ib",
             description="Azure Standard_ND96isr_H100_v5: 8 x H100, NVLink 4.0, "
             "8 x NDR 400 Gb/s InfiniBand",
             gpus_per_node=8,
@@ -401,6 +426,8 @@ PRESETS: dict[str, HardwareProfile] = {
         ),
         HardwareProfile(
             name="azure-nd-a100-v4",
+            intra_link="nvlink3",
+            net_link="ib",
             description="Azure Standard_ND96asr_v4: 8 x A100 40GB, NVLink 3.0, "
             "8 x HDR 200 Gb/s InfiniBand",
             gpus_per_node=8,
@@ -423,6 +450,8 @@ PRESETS: dict[str, HardwareProfile] = {
         ),
         HardwareProfile(
             name="azure-nd-mi300x-v5",
+            intra_link="xgmi",
+            net_link="ib",
             description="Azure Standard_ND96isr_MI300X_v5: 8 x MI300X, Infinity "
             "Fabric mesh, 8 x NDR 400 Gb/s InfiniBand",
             gpus_per_node=8,
@@ -446,6 +475,8 @@ PRESETS: dict[str, HardwareProfile] = {
         ),
         HardwareProfile(
             name="aws-p5",
+            intra_link="nvlink4",
+            net_link="efa",
             description="AWS p5.48xlarge: 8 x H100, NVSwitch, 32 x 100 Gb/s EFA "
             "(3,200 Gb/s, GPUDirect RDMA)",
             gpus_per_node=8,
@@ -469,6 +500,8 @@ PRESETS: dict[str, HardwareProfile] = {
         ),
         HardwareProfile(
             name="aws-p4d",
+            intra_link="nvlink3",
+            net_link="efa",
             description="AWS p4d.24xlarge: 8 x A100 40GB, NVSwitch, 4 x 100 Gb/s "
             "EFA (400 Gb/s, GPUDirect RDMA)",
             gpus_per_node=8,

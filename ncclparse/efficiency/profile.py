@@ -27,7 +27,11 @@ class HardwareProfile:
     node's ``gpus_per_node`` GPUs evenly (rail-optimized): P GPUs reach
     ``ceil(P x nics_per_node / gpus_per_node)`` of them.
     ``host_staging`` says the inter-node path copies through host memory over PCIe
-    (Aurora data-path model, Eq. 6). ``sources`` maps each figure's field name to where
+    (Aurora data-path model, Eq. 6). ``intra_link`` and ``net_link`` name the link
+    types (:mod:`~ncclparse.efficiency.achievable`: ``nvlink3``, ``nvlink4``,
+    ``nvlink5``, ``xgmi``, ``pcie``; ``ib``, ``roce``, ``efa``, ``slingshot``,
+    ``tcpx``) whose healthy fraction of line rate the verdict judges against; None
+    is the lowest of its side. ``sources`` maps each figure's field name to where
     it comes from.
     """
 
@@ -49,6 +53,8 @@ class HardwareProfile:
     mdfi_gbps: float | None = None
     host_staging: bool = False
     device_pattern: str | None = None
+    intra_link: str | None = None
+    net_link: str | None = None
     sources: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
@@ -64,6 +70,15 @@ class HardwareProfile:
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ProfileError(f"profile {self.name!r}: {name} must be positive")
+        from ncclparse.efficiency.achievable import INTRA, NET
+
+        for name, known in (("intra_link", INTRA), ("net_link", NET)):
+            value = getattr(self, name)
+            if value is not None and value not in known:
+                raise ProfileError(
+                    f"profile {self.name!r}: {name} must be one of "
+                    f"{', '.join(sorted(known))}, not {value!r}"
+                )
         if self.host_staging and self.pcie_gbps is None:
             raise ProfileError(
                 f"profile {self.name!r}: host_staging needs pcie_gbps "

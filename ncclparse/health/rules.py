@@ -153,7 +153,8 @@ class BlamePolicy:
 
 @dataclass(frozen=True, slots=True)
 class VerdictPolicy:
-    """The efficiency thresholds of a run's verdict (fractions of the ideal).
+    """The efficiency thresholds of a run's verdict: fractions of what healthy
+    hardware reaches (docs/efficiency.md section 2, ``expected_busbw_gbps``).
 
     At least ``good`` is healthy (OK), below ``poor`` is far below the ideal (FAIL),
     between is CHECK. ``check`` fails a run whose efficiency verdict is FAIL, and
@@ -162,8 +163,8 @@ class VerdictPolicy:
     deliberate latency-only sweep), when that run's verdict case is skipped.
     """
 
-    good: float = 0.70
-    poor: float = 0.5
+    good: float = 0.85
+    poor: float = 0.6
     unjudged: Unjudged = "fail"
 
 

@@ -74,6 +74,12 @@ JUDGED_COLUMNS = (
     "busbw_mismatch",
     "ideal_busbw_gbps",
     "ideal_basis",
+    "algorithm",
+    "algorithm_basis",
+    "expected_busbw_gbps",
+    "ideal_low_busbw_gbps",
+    "algorithm_low",
+    "expected_low_busbw_gbps",
     "efficiency",
     "efficiency_note",
     "regime",
@@ -411,38 +417,139 @@ def _efficiency(
             else f"{where}no plateau reached: {why}; {figures} is not judged"
         )
         return [*found, Finding("info", text)]
-    efficiency = float(np.median(measured[plateau]))
-    figures = _figures(
-        efficiency,
-        rows.row(int(plateau[0])),
-        rows.row(int(plateau[-1])),
-        (rows["busbw_calc_gbps"][plateau], rows["ideal_busbw_gbps"][plateau]),
-    )
-    if (rows["ideal_basis"][plateau] == "assumed").any():
-        found.append(
-            Finding(
-                "info",
-                f"{where}unverified: {figures} against an ideal whose NIC count and "
-                "speed are assumed from a preset; pass --profile or --inter-bw to "
-                "judge it",
-            )
-        )
-    elif efficiency > 1:
-        # Not judged healthy: beyond the ideal's model, so the profile may be wrong.
-        found.append(
-            Finding(
-                "info",
-                f"{where}above the ideal: {figures}; in-network reduction "
-                "(NVLS/SHARP) or a hardware profile that is too low",
-            )
-        )
-    elif efficiency >= policy.good:
-        found.append(Finding("ok", f"{where}healthy: {figures}"))
-    elif efficiency >= policy.poor:
-        found.append(Finding("warn", f"{where}below ideal: {figures}"))
-    else:
-        found.append(Finding("bad", f"{where}far below ideal: {figures}"))
+    found.append(_judgement(rows, plateau, policy, where))
     return found
+
+
+def _judgement(
+    rows: AnalysedRows, plateau: npt.NDArray[np.intp], policy: VerdictPolicy, where: str
+) -> Finding:
+    """The efficiency finding of a block's plateau: its median busbw against what
+    healthy hardware reaches with the algorithm NCCL ran (docs/efficiency.md,
+    section 4). Where the algorithm is not known, against the lowest and the
+    highest of those it could have run: FAIL only when poor against the lowest, OK
+    only when healthy against the highest, otherwise the lenient reading's level
+    with both readings said (a NOTE where that is OK)."""
+    busbw = rows["busbw_calc_gbps"][plateau].astype(float)
+    reading = _reading(rows, plateau, "expected_busbw_gbps", "ideal_busbw_gbps")
+    low = _reading(rows, plateau, "expected_low_busbw_gbps", "ideal_low_busbw_gbps")
+    strict = _algorithm(rows["algorithm"][plateau])
+    lenient = _algorithm(rows["algorithm_low"][plateau])
+    span = _span(rows, plateau)
+    median = _median(busbw)
+    if (rows["ideal_basis"][plateau] == "assumed").any():
+        return Finding(
+            "info",
+            f"{where}unverified: median busbw {format_gbps(median)}{span} against an "
+            "ideal whose NIC count and speed are assumed from a preset; pass "
+            "--profile or --inter-bw to judge it",
+        )
+    line_rate = median / reading.line_rate
+    if line_rate > 1 + ABOVE_LINE_RATE:
+        # Beyond every bound the profile allows: the profile may be too low.
+        return Finding(
+            "info",
+            f"{where}above the ideal: median busbw {format_gbps(median)}{span} is "
+            f"{format_percent(line_rate)} of {_its(strict)} line rate "
+            f"({format_gbps(reading.line_rate)}); in-network reduction (SHARP) or a "
+            "hardware profile that is too low",
+        )
+    level = _level(median / reading.expected, policy)
+    low_level = _level(median / low.expected, policy)
+    measured = f"median busbw {format_gbps(median)}{span}"
+    words = {"ok": "healthy", "warn": "below healthy", "bad": "far below healthy"}
+    if strict == lenient or low.expected == reading.expected:
+        said = _said(median, reading, strict)
+        return Finding(level, f"{where}{words[level]}: {measured}: {said}")
+    both = (
+        f"{measured}: as {_a(lenient)}, {_said(median, low, None)}; as "
+        f"{_a(strict)}, {_said(median, reading, None)}"
+    )
+    if low_level == level:
+        return Finding(level, f"{where}{words[level]} whatever the algorithm: {both}")
+    advice = (
+        "; set NCCL_ALGO=Ring to test the network"
+        if lenient == "ring"
+        else f"; set NCCL_ALGO to {strict} or {lenient} to tell"
+    )
+    if low_level == "ok":
+        return Finding("info", f"{where}depends on the algorithm: {both}{advice}")
+    return Finding(low_level, f"{where}below healthy for any algorithm: {both}{advice}")
+
+
+# A plateau this far above the highest line rate it could have reached is not
+# judged: the profile (or the topology read) is wrong, not the fabric.
+ABOVE_LINE_RATE = 0.02
+
+
+@dataclass(frozen=True, slots=True)
+class _Reading:
+    """One reading of a plateau: the median expected busbw of its rows (line rate
+    times the healthy fraction) and the median line rate."""
+
+    expected: float
+    line_rate: float
+
+
+def _reading(
+    rows: AnalysedRows, plateau: npt.NDArray[np.intp], expected: str, line: str
+) -> _Reading:
+    return _Reading(_median(rows[expected][plateau]), _median(rows[line][plateau]))
+
+
+def _level(ratio: float, policy: VerdictPolicy) -> Level:
+    if ratio >= policy.good:
+        return "ok"
+    return "warn" if ratio >= policy.poor else "bad"
+
+
+def _said(median: float, reading: _Reading, algorithm: str | None) -> str:
+    """ "83.1 % of a ring's line rate (400 GB/s), 90.1 % of what healthy hardware
+    reaches (369 GB/s)"; without ``algorithm``: "83.1 % of its line rate ..."."""
+    whose = "its" if algorithm is None else _its(algorithm)
+    return (
+        f"{format_percent(median / reading.line_rate)} of {whose} line rate "
+        f"({format_gbps(reading.line_rate)}), "
+        f"{format_percent(median / reading.expected)} of what healthy hardware "
+        f"reaches ({format_gbps(reading.expected)})"
+    )
+
+
+def _span(rows: AnalysedRows, plateau: npt.NDArray[np.intp]) -> str:
+    first = format_bytes(rows["size_bytes"][plateau[0]])
+    last = format_bytes(rows["size_bytes"][plateau[-1]])
+    return f" at {first}" if first == last else f" on the plateau, {first} to {last}"
+
+
+def _algorithm(values: npt.NDArray[Any]) -> str | None:
+    """The algorithm most of a plateau's rows are judged by."""
+    named = [str(v) for v in values.tolist() if v is not None]
+    return max(sorted(set(named)), key=named.count) if named else None
+
+
+_NAMES = {
+    "ring": "ring",
+    "tree": "tree",
+    "nvls": "NVLS",
+    "nvls_tree": "NVLSTree",
+    "collnet": "CollNet (SHARP)",
+    "pat": "PAT",
+    "hierarchical": "hierarchical schedule",
+    "p2p": "point-to-point exchange",
+}
+
+
+def _name(algorithm: str | None) -> str:
+    return _NAMES.get(algorithm or "", "link")
+
+
+def _a(algorithm: str | None) -> str:
+    name = _name(algorithm)
+    return f"{'an' if name[0] in 'aeiouNP' else 'a'} {name}"
+
+
+def _its(algorithm: str | None) -> str:
+    return f"{_a(algorithm)}'s"
 
 
 # What would let a sweep that reached no plateau be judged: larger sizes (busbw

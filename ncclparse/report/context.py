@@ -42,6 +42,7 @@ from ncclparse.report.checks import CheckSummary, RunLink, check_summary
 from ncclparse.report.facts import (
     Message,
     ProfileInfo,
+    algorithm_facts,
     failure_message,
     per_iteration_facts,
     run_messages,
@@ -305,7 +306,9 @@ def _run_report(
         device=device or (", ".join(devices) if devices else None),
         verdict=verdict,
         blocks=tuple(blocks),
-        metadata=run_metadata(run) + per_iteration_facts(_iterations(mine)),
+        metadata=run_metadata(run)
+        + _algorithm(mine)
+        + per_iteration_facts(_iterations(mine)),
         messages=run_messages({**run, "source": source}),
         detailed=detailed,
     )
@@ -455,6 +458,17 @@ def _overview_block(
         plateau_busbw_gbps=plateau_busbw,
         plateau_efficiency=plateau_efficiency,
     )
+
+
+def _algorithm(rows: pd.DataFrame) -> tuple[tuple[str, str], ...]:
+    """The run's "algorithm judged" fact, from its analysed rows."""
+    names = ["size_bytes", "algorithm", "algorithm_low", "algorithm_basis"]
+    if rows.empty or not set(names) <= set(rows.columns):
+        return ()
+    records = [
+        {str(k): v for k, v in r.items()} for r in rows[names].to_dict("records")
+    ]
+    return algorithm_facts(records)
 
 
 def _key_values(key: tuple[Any, ...]) -> tuple[dict[str, Any], int | None]:

@@ -69,9 +69,48 @@ def run_metadata(run: dict[str, Any]) -> tuple[tuple[str, str], ...]:
         ("network (NCCL)", _network(run)),
         ("GPUDirect RDMA", _yes_no(run.get("gdr"))),
         ("NVLS", _yes_no(run.get("nvls"))),
+        ("NVLS channels", run.get("nvls_channels")),
         ("CollNet", _yes_no(run.get("collnet"))),
+        ("NCCL_ALGO", run.get("nccl_algo")),
+        ("NCCL_PROTO", run.get("nccl_proto")),
+        ("tuner plugin", run.get("tuner")),
     ]
     return tuple((k, str(v)) for k, v in pairs if v not in (None, ""))
+
+
+# How the judged algorithm is known (analysis column algorithm_basis), in words.
+_BASIS = {
+    "log": "read from the log (NCCL_ALGO or NCCL's per-size choices)",
+    "only": "the collective's only pattern",
+    "inferred": "what NCCL chooses where the log shows NVLS channels",
+    "assumed": "not in the log: judged against each algorithm NCCL could have run",
+}
+_ALGORITHM_NAMES = {
+    "ring": "ring",
+    "tree": "tree",
+    "nvls": "NVLS",
+    "nvls_tree": "NVLSTree",
+    "collnet": "CollNet (SHARP)",
+    "pat": "PAT",
+    "hierarchical": "hierarchical",
+    "p2p": "point-to-point",
+}
+
+
+def algorithm_facts(rows: list[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
+    """The algorithm the largest size of a run is judged by, and how that is known
+    (``rows``: analysed rows with ``algorithm``, ``algorithm_low`` and
+    ``algorithm_basis``; empty when none has one)."""
+    judged = [r for r in rows if isinstance(r.get("algorithm"), str)]
+    if not judged:
+        return ()
+    last = max(judged, key=lambda r: r["size_bytes"])
+    names = [
+        n for n in (last["algorithm_low"], last["algorithm"]) if isinstance(n, str)
+    ]
+    shown = " or ".join(dict.fromkeys(_ALGORITHM_NAMES.get(n, n) for n in names))
+    basis = _BASIS.get(str(last.get("algorithm_basis")), "")
+    return (("algorithm judged", f"{shown} ({basis})" if basis else shown),)
 
 
 def per_iteration_facts(rows: list[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
