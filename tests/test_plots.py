@@ -122,8 +122,11 @@ def test_bandwidth_plot_labels_sizes_and_regions(
         "measured, out-of-place",
         "measured, in-place",
         "ideal (AIBooster)",
-        "alpha-beta fit, out-of-place",
-        "alpha-beta fit, in-place",
+        "expected curve, out-of-place",
+        "expected curve, in-place",
+        "LL",
+        "LL128",
+        "Simple",
     ):
         assert label in text
 

@@ -16,9 +16,13 @@ parameter is read from the part of the sweep it governs (a segmented fit):
   whose time is within 1.5x of the series' fastest time.
 
 Each comes with its spread (the lowest and highest value of the sizes it was read
-from). A row's regime comes from its measured time: latency-bound when alpha is at
-least half of it, and every size of a series where none is bandwidth-bound (no beta,
-no model time); a series of fewer than MIN_SIZES sizes has no fit, and its sizes
+from). The line gives alpha, beta, the crossover, the plateau and the regime; the
+model time of each row is the series' expected curve
+(:mod:`~ncclparse.efficiency.curve`: one segment per protocol range, the
+``segments`` column), and so are the model errors and the fit class. A row's
+regime comes from its measured time: latency-bound when alpha is at least half
+of it, and every size of a series where none is bandwidth-bound (no beta, no
+model time); a series of fewer than MIN_SIZES sizes has no fit, and its sizes
 from BANDWIDTH_BOUND_BYTES up are bandwidth-bound and its plateau. Vectorized over
 series (bincount, sorted group medians): no per-series Python loop.
 """
@@ -32,6 +36,7 @@ import pyarrow as pa
 
 from ncclparse import _arrow as arr
 from ncclparse.efficiency import notes as why
+from ncclparse.efficiency.curve import expected_curve
 from ncclparse.schema import SERIES_KEYS
 
 FIT_CLASSES = (
@@ -56,6 +61,7 @@ FIT_COLUMNS = (
     "max_error_pct",
     "fit_class",
     "fit_note",
+    "segments",
 )
 PLATEAU = 0.9  # sizes within 10 % of the peak algbw form the plateau
 STILL_RISING = 1.05  # the largest size 5 % above the next: no plateau yet
@@ -66,6 +72,7 @@ MIN_SIZES = 3  # distinct non-zero sizes a fit takes
 # src/graph/tuning.cc) is a few % of the time, and nccl-tests' plateau is reached
 # from ~256 MB-1 GB (sjeaugey, NVIDIA/nccl-tests #212).
 BANDWIDTH_BOUND_BYTES = 1 << 30
+GPU_TOOLS = ("nccl-tests", "rccl-tests")  # their curve's segments are NCCL protocols
 
 
 @dataclass(frozen=True, slots=True)
@@ -150,18 +157,20 @@ def fit_series(
     alpha = np.where(valid, alpha, np.nan)
     beta = np.where(beta_ok, beta, np.nan)
 
-    per_row = {
-        "alpha": alpha,
-        "beta": beta,
-        "reached": np.where(valid, reached, False),
-    }
-    alpha_r, beta_r, reached_r = (
-        _spread(per_row[k], gid, rows, x.shape) for k in ("alpha", "beta", "reached")
+    per_row = {"alpha": alpha, "reached": np.where(valid, reached, False)}
+    alpha_r, reached_r = (
+        _spread(per_row[k], gid, rows, x.shape) for k in ("alpha", "reached")
     )
+    # The model is the expected curve (its segment's alpha and n/beta per row); the
+    # regime stays the single line's.
+    tools = table.column("tool").take(pa.array(first, type=pa.int64()))
+    gpu = np.isin(arr.fill_null(tools, "").to_numpy(zero_copy_only=False), GPU_TOOLS)
+    curve = expected_curve(gid, x, fit_index, y, beta, gpu)
+    on_curve = curve.segment >= 0
+    seg_alpha = np.where(on_curve, curve.alpha, alpha_r)
+    bandwidth_us = curve.bandwidth_us
+    model = curve.model_time
     with np.errstate(divide="ignore", invalid="ignore"):
-        bandwidth_us = np.where(x > 0, x / beta_r, 0.0)
-        bandwidth_us = np.where(np.isnan(beta_r), np.nan, bandwidth_us)
-        model = alpha_r + bandwidth_us
         error = np.abs(model - y) / y * 100.0
         latency_share = alpha_r / y
     known = ~np.isnan(model) & (x > 0)
@@ -218,11 +227,12 @@ def fit_series(
         "max_error_pct": arr.floats(np.where(beta_ok, worst, np.nan)),
         "fit_class": arr.labels(g_class, FIT_CLASSES),
         "fit_note": why.note_strings(g_notes),
+        "segments": curve.segments,
     }
     for name, column in extra.items():
         keys = keys.append_column(name, column)
     return Fit(
-        alpha_r,
+        seg_alpha,
         bandwidth_us,
         model,
         error,

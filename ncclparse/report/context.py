@@ -417,6 +417,18 @@ def _block(
         collapsed_text=table.collapsed_text,
         plateau_busbw_gbps=plateau_busbw,
         plateau_efficiency=plateau_efficiency,
+        segments_text=_segments_text(fit.get("segments")),
+    )
+
+
+def _segments_text(segments: Any) -> str | None:
+    """E.g. "LL 8 B to 16 KiB, LL128 32 KiB to 8 MiB, Simple 16 MiB to 8 GiB"."""
+    if segments is None or len(segments) == 0:
+        return None
+    return ", ".join(
+        f"{s['protocol']} {format_bytes(s['from_bytes'])} to "
+        f"{format_bytes(s['to_bytes'])}"
+        for s in segments
     )
 
 
@@ -515,8 +527,9 @@ def _charts(
         charts.append(
             Chart(
                 "Bus bandwidth",
-                "Recomputed bus bandwidth per size against the ideal and the fitted "
-                "alpha-beta model; shaded sizes are latency-bound.",
+                "Recomputed bus bandwidth per size against the ideal and the expected "
+                "curve (one alpha-beta segment per protocol range, named); shaded "
+                "sizes are latency-bound.",
                 Markup(
                     plots.bandwidth_plot(
                         rows, fits, plot_id=f"{anchor}-bw", crossover=crossover
@@ -527,8 +540,8 @@ def _charts(
     charts.append(
         Chart(
             "Time",
-            "Time per operation against size (log-log) with the fitted model and the "
-            "ideal transfer time.",
+            "Time per operation against size (log-log) with the expected curve and "
+            "the ideal transfer time.",
             Markup(
                 plots.time_plot(rows, fits, plot_id=f"{anchor}-t", crossover=crossover)
             ),

@@ -102,7 +102,8 @@ class Block:
     ``largest`` is the row the verdict judges (largest size, out-of-place preferred);
     ``alpha_us``/``beta_busbw_gbps`` (β in busbw units)/``crossover_bytes``/
     ``fit_class`` come from the fit of
-    the same placement. ``worst`` are the bandwidth-bound rows furthest from ideal.
+    the same placement; ``segments_text`` names its expected curve's segments
+    and their size ranges. ``worst`` are the bandwidth-bound rows furthest from ideal.
 
     The per-size table: ``shown`` rows under ``columns`` (only the columns with a
     value in this block); ``collapsed`` the leading latency-bound sizes, summed up in
@@ -133,6 +134,7 @@ class Block:
     collapsed_text: str | None = None
     plateau_busbw_gbps: float | None = None
     plateau_efficiency: float | None = None
+    segments_text: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

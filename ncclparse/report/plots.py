@@ -162,9 +162,9 @@ def bandwidth_plot(
     """Bus bandwidth against size: measured (both placements), ideal, fitted model.
 
     ``rows`` needs size_bytes, placement, busbw_calc_gbps, ideal_busbw_gbps and
-    busbw_factor; ``fits`` one row per placement with alpha_us and beta_gbps. Sizes
-    below ``crossover`` (bytes, the fit's alpha*beta) are shaded as latency-bound.
-    0-byte rows are left out (no place on a log axis).
+    busbw_factor; ``fits`` one row per placement with its expected curve's
+    ``segments`` (or alpha_us and beta_gbps). Sizes below ``crossover`` are shaded
+    as latency-bound. 0-byte rows are left out (no place on a log axis).
     """
     fig, ax = figure()
     data = _positive(rows)
@@ -185,17 +185,9 @@ def bandwidth_plot(
             linewidth=1.1,
             label="ideal (AIBooster)",
         )
-    for placement, fit in _fit_curves(data, fits):
-        sizes, model_time = fit
-        factor = float(data["busbw_factor"].dropna().iloc[0])
-        ax.plot(
-            sizes,
-            factor * sizes / model_time * 1e-3,
-            color=PLACEMENT_STYLE[placement]["color"],
-            linestyle=":",
-            linewidth=1.1,
-            label=f"alpha-beta fit, {placement}",
-        )
+    factors = data["busbw_factor"].dropna()
+    factor = float(factors.iloc[0]) if not factors.empty else 1.0
+    _draw_curves(ax, _fit_curves(data, fits), lambda n, t: factor * n / t * 1e-3)
     size_axis(ax, data["size_bytes"])
     regions(ax, crossover, data["size_bytes"])
     ax.set_ylim(bottom=0)
@@ -207,7 +199,7 @@ def bandwidth_plot(
 def time_plot(
     rows: pd.DataFrame, fits: pd.DataFrame, *, plot_id: str, crossover: float | None
 ) -> str:
-    """Time per operation against size, log-log: measured, alpha-beta model, ideal.
+    """Time per operation against size, log-log: measured, expected curve, ideal.
 
     The ideal time is the bus bytes moved at the ideal bus bandwidth (no latency).
     """
@@ -220,15 +212,7 @@ def time_plot(
             label=f"measured, {placement}",
             **PLACEMENT_STYLE[placement],
         )
-    for placement, (sizes, model_time) in _fit_curves(data, fits):
-        ax.plot(
-            sizes,
-            model_time,
-            color=PLACEMENT_STYLE[placement]["color"],
-            linestyle=":",
-            linewidth=1.1,
-            label=f"alpha-beta fit, {placement}",
-        )
+    _draw_curves(ax, _fit_curves(data, fits), lambda _, t: t)
     ideal = data.dropna(subset=["ideal_busbw_gbps", "busbw_factor"])
     if not ideal.empty:
         ideal = ideal.drop_duplicates("size_bytes")
@@ -382,21 +366,93 @@ def _by_placement(rows: pd.DataFrame) -> list[tuple[str, pd.DataFrame]]:
     return found
 
 
+# One piece of an expected curve: its protocol (or segment) name, sizes, T(n) in µs.
+_Piece = tuple[str, np.ndarray, np.ndarray]
+
+
 def _fit_curves(
     rows: pd.DataFrame, fits: pd.DataFrame
-) -> list[tuple[str, tuple[np.ndarray, np.ndarray]]]:
-    """Per placement with a finite fit: 64 sizes across the data and T(n) in µs."""
+) -> list[tuple[str, list[_Piece]]]:
+    """Per placement with a finite fit, the pieces of its expected curve.
+
+    Each segment of the fits' ``segments`` is drawn over its sizes, extended halfway
+    (geometrically) to the next segment's first size, so the curve jumps where the
+    protocol changes; without segments, the alpha-beta line over the data.
+    """
     if rows.empty:
         return []
     lo, hi = float(rows["size_bytes"].min()), float(rows["size_bytes"].max())
-    sizes = np.geomspace(lo, hi, 64) if hi > lo else np.array([lo])
     curves = []
     for placement in PLACEMENT_STYLE:
         fit = fits[fits["placement"] == placement]
         if fit.empty or pd.isna(fit["alpha_us"].iloc[0]):
             continue
-        alpha, beta = float(fit["alpha_us"].iloc[0]), fit["beta_gbps"].iloc[0]
-        # beta null means unbounded (time does not grow with size): T = alpha.
-        slope = 0.0 if pd.isna(beta) else 1e-3 / float(beta)
-        curves.append((placement, (sizes, alpha + slope * sizes)))
+        segments = fit["segments"].iloc[0] if "segments" in fit else None
+        if segments is None or len(segments) == 0:
+            alpha, beta = float(fit["alpha_us"].iloc[0]), fit["beta_gbps"].iloc[0]
+            # beta null means unbounded (time does not grow with size): T = alpha.
+            slope = 0.0 if pd.isna(beta) else 1e-3 / float(beta)
+            sizes = np.geomspace(lo, hi, 64) if hi > lo else np.array([lo])
+            curves.append((placement, [("", sizes, alpha + slope * sizes)]))
+            continue
+        pieces = []
+        for index, segment in enumerate(segments):
+            start = (
+                lo
+                if index == 0
+                else math.sqrt(
+                    float(segments[index - 1]["to_bytes"]) * segment["from_bytes"]
+                )
+            )
+            end = hi
+            if index + 1 < len(segments):
+                end = math.sqrt(
+                    float(segment["to_bytes"]) * segments[index + 1]["from_bytes"]
+                )
+            start, end = max(start, lo), min(end, hi)
+            if not end >= start > 0:
+                continue
+            sizes = np.geomspace(start, end, 24) if end > start else np.array([start])
+            time = segment["alpha_us"] + sizes * 1e-3 / segment["beta_gbps"]
+            pieces.append((str(segment["protocol"]), sizes, time))
+        curves.append((placement, pieces))
     return curves
+
+
+def _draw_curves(
+    ax: Any,
+    curves: list[tuple[str, list[_Piece]]],
+    value: Any,
+) -> None:
+    """Each placement's expected curve, a band in its colour; ``value(n, T)`` is the
+    quantity drawn. The first placement's segments are named where they are drawn:
+    the protocol NCCL's model would typically choose there (docs/efficiency.md)."""
+    for number, (placement, pieces) in enumerate(curves):
+        color = PLACEMENT_STYLE[placement]["color"]
+        for index, (name, sizes, time) in enumerate(pieces):
+            # A wide translucent band under the measured line: a thin one hides
+            # behind it where the curve explains the sweep.
+            ax.plot(
+                sizes,
+                value(sizes, time),
+                color=color,
+                linestyle="-",
+                linewidth=5,
+                alpha=0.3,
+                solid_capstyle="butt",
+                zorder=1.5,
+                label=f"expected curve, {placement}" if index == 0 else None,
+            )
+            if number == 0 and name and len(pieces) > 1:
+                middle = len(sizes) // 2
+                ax.annotate(
+                    plain(name),
+                    (float(sizes[middle]), float(value(sizes, time)[middle])),
+                    xytext=(0, 6),
+                    textcoords="offset points",
+                    ha="center",
+                    va="bottom",
+                    fontsize=7.5,
+                    color=color,
+                    bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none"},
+                )
