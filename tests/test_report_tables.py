@@ -105,7 +105,7 @@ def test_detail_table_shows_gaps_as_shares_and_hides_empty_columns(
     )
     assert details.all_text.startswith(header)
     # 8 GiB out-of-place (recomputed busbw 338.83 where the log rounds to 338.82):
-    # the Simple segment's 889 µs alpha, 13241 µs bandwidth shortfall of the
+    # the Simple segment's 889 µs alpha, 25194 µs bandwidth shortfall of the
     # 47535 µs measured, nothing unexplained (the curve is 0.7 % above it).
     assert (
         "8 GiB out-of-place 338.83 750.00 bandwidth-bound 1.9 % 53.0 % 0.0 % 62"
