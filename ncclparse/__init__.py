@@ -21,6 +21,7 @@ from ncclparse.errors import (
 
 if TYPE_CHECKING:
     from ncclparse.api import ParseResult, parse, parse_many
+    from ncclparse.health.nightly import CheckConfigError, CheckRun, check
     from ncclparse.report.notebook import plot_bandwidth, plot_efficiency, plot_time
     from ncclparse.schema import MEASUREMENTS_SCHEMA, RUNS_SCHEMA, SCHEMA_VERSION
 
@@ -30,6 +31,10 @@ _LAZY = {
     "ParseResult": "ncclparse.api",
     "parse": "ncclparse.api",
     "parse_many": "ncclparse.api",
+    # the nightly check: parse, read the history, judge (what `ncclparse check` does)
+    "check": "ncclparse.health.nightly",
+    "CheckConfigError": "ncclparse.health.nightly",
+    "CheckRun": "ncclparse.health.nightly",
     # matplotlib charts for notebooks (matplotlib loads only when one is asked for)
     "plot_bandwidth": "ncclparse.report.notebook",
     "plot_efficiency": "ncclparse.report.notebook",
@@ -56,6 +61,8 @@ __all__ = [
     "MEASUREMENTS_SCHEMA",
     "RUNS_SCHEMA",
     "SCHEMA_VERSION",
+    "CheckConfigError",
+    "CheckRun",
     "InputError",
     "NcclParseError",
     "ParseResult",
@@ -63,6 +70,7 @@ __all__ = [
     "SchemaError",
     "UnknownLogFormatError",
     "__version__",
+    "check",
     "empty_frame",
     "parse",
     "parse_contents",

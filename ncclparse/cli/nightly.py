@@ -10,7 +10,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
@@ -24,10 +24,12 @@ from ncclparse.cli.options import (
     LOCKING,
     OUTPUT_FILE,
     QUIET,
+    ReadingEcho,
     command_line,
     exit_on,
     hardware_options,
     history_option,
+    inputs_or_stdin,
     load_rules,
     parse_inputs,
     parse_tags,
@@ -386,45 +388,30 @@ def _judge(
 ) -> tuple[Any, dict[Path, str]]:
     """Read, judge and render everything ``check`` writes, writing nothing: the
     result and each output file's text by path."""
-    from ncclparse.errors import ProfileError
-    from ncclparse.health.baselines import window_start
-    from ncclparse.health.check import check as run_check
+    from ncclparse.health.nightly import CheckConfigError
+    from ncclparse.health.nightly import check as run_check
     from ncclparse.report.check_outputs import render_outputs
-    from ncclparse.store.history import scan_history, source_keys
 
-    name = _history_name(given)
-    notes: list[Any] = []
     quiet, filters, jobs = reading
-    started = time.monotonic()  # the check's time, in the JUnit and the metrics
-    result, failures = parse_inputs(
-        inputs, quiet, notes=notes, filters=filters, jobs=jobs
-    )
-    history = None
-    if given.directory is not None:
-        history = scan_history(
-            given.directory,
-            since=window_start(rules.history),
-            with_tags=bool(given.tags),
-            missing_ok=given.first_night,
-        )
-    keys = frozenset(source_keys(result).values())
+    echo = ReadingEcho(quiet)
     try:
-        outcome = run_check(
-            result,
+        run = run_check(
+            _stdin_unless_terminal(inputs),
             rules,
-            input_failures=failures,
-            input_notes=notes,
-            history=history,
+            history=given.directory,
             tags=given.tags,
             first_night=given.first_night,
-            history_name=name,
-            exclude_keys=keys,
-            hardware=hardware,
             expect_history=given.expect,
+            hardware=hardware,
+            filters=filters,
+            jobs=jobs,
+            on_notes=echo.notes,
+            progress=echo.progress,
+            on_parsed=echo.parsed,
         )
-    except ProfileError as exc:  # a bad hardware option is configuration: exit 2
+    except CheckConfigError as exc:  # configuration: exit 2
         raise click.UsageError(str(exc)) from exc
-    outcome = dataclasses.replace(outcome, seconds=time.monotonic() - started)
+    outcome = run.result
     for case in outcome.cases:
         if case.rule == "history" and case.name == "baseline" and case.status == "skip":
             click.echo(f"Note: {case.message}", err=True)  # the first night, said loud
@@ -442,10 +429,10 @@ def _judge(
         from ncclparse.report import build_context, render_report
 
         context = build_context(
-            result,
+            run.parsed,
             outcome.analysis,
             command_line=command_line(),
-            failures=failures,
+            failures=list(run.input_failures),
             policy=rules.verdict,
             check=outcome,
         )
@@ -453,23 +440,11 @@ def _judge(
     return outcome, files
 
 
-def _history_name(given: _History) -> str:
-    """How messages name the history. A usage error (exit 2): --first-night without
-    --history, or a history directory that does not exist without --first-night."""
-    if given.directory is None:
-        if given.first_night:
-            raise click.UsageError("--first-night needs --history")
-        return "the history"
-    from ncclparse.store.history import history_exists
-
-    if history_exists(given.directory):
-        return given.directory
-    if not given.first_night:
-        raise click.UsageError(
-            f"{given.directory}: history directory not found (on the first night, "
-            "before `ingest` has created it, pass --first-night)"
-        )
-    return f"{given.directory} (not created yet)"
+def _stdin_unless_terminal(inputs: tuple[str, ...]) -> Iterator[str]:
+    """INPUTS, else standard input (a usage error when it is a terminal). Lazy: the
+    library reads it once it has checked the history options, whose errors come
+    first."""
+    yield from inputs_or_stdin(inputs)
 
 
 def _give_up(

@@ -17,11 +17,9 @@ from typing import TYPE_CHECKING, Any
 
 import click
 
-from ncclparse.errors import InputError
-
 if TYPE_CHECKING:
     from ncclparse.inputs.walk import Filters
-    from ncclparse.parsers import ParseResult, Source
+    from ncclparse.parsers import ParseResult
 
 EXIT_BAD_INPUT = 1  # an input could not be read or recognised (others still written)
 # check, ingest, history: the machine failed, not the fabric: an output that cannot
@@ -91,49 +89,66 @@ def parse_inputs(
     when it is a terminal and not ``quiet`` (:mod:`ncclparse.inputs.progress`), and
     wiped before anything else is written.
     """
-    from ncclparse.inputs.walk import Note, expand
+    from ncclparse.inputs.parsing import read_inputs
 
-    found: list[Note] = []
-    expanded = list(expand(inputs_or_stdin(inputs), found, filters=filters))
-    for note in found:
-        click.echo(f"Note: {note.text}", err=True)
+    echo = ReadingEcho(quiet, on_batch)
+    result, failures, found = read_inputs(
+        inputs_or_stdin(inputs),
+        filters=filters,
+        jobs=jobs,
+        on_batch=echo.on_batch,
+        on_notes=echo.notes,
+        progress=echo.progress,
+    )
     if notes is not None:
         notes.extend(found)
-    missing = [e for e in expanded if isinstance(e, InputError)]
-    sources = [e for e in expanded if not isinstance(e, InputError)]
-    result = _parse_showing_progress(sources, quiet, on_batch, jobs)
-    if not quiet:
-        for line in summary_lines(result):
-            click.echo(line, err=True)
-    failures: list[Exception] = [*missing, *result.failures]
-    for failure in failures:
-        click.echo(f"Error: {failure}", err=True)
+    echo.parsed(result, failures)
     return result, failures
 
 
-def _parse_showing_progress(
-    sources: list[tuple[Source, str]], quiet: bool, on_batch: Any, jobs: int
-) -> ParseResult:
-    """:func:`ncclparse.parse_many` of ``sources`` in ``jobs`` processes, with a
-    progress line if wanted."""
-    from ncclparse.inputs import progress
-    from ncclparse.inputs.parsing import parse_sources
+class ReadingEcho:
+    """What a command shows on stderr while its inputs are read (the hooks of
+    :func:`ncclparse.inputs.parsing.read_inputs` and ``ncclparse.check``): the
+    walk's notes, a progress line when stderr is a terminal and not ``quiet``, then
+    a summary line per input (not ``quiet``) and the inputs that failed.
+    ``on_batch`` receives the rows as they are parsed (parse's CSV)."""
 
-    stream = sys.stderr
-    if not progress.enabled(quiet, stream):
-        return parse_sources(sources, on_batch, jobs, None)
-    line = progress.Progress(len(sources), stream)
-    batches = on_batch
-    if on_batch is not None and _stdout_is_terminal():
-        # Rows for the terminal (parse's CSV): wipe the line before they are written.
+    def __init__(self, quiet: bool, on_batch: Any = None) -> None:
+        self.quiet = quiet
+        self._rows = on_batch
+        self._line: Any = None
+
+    def notes(self, found: list[Any]) -> None:
+        for note in found:
+            click.echo(f"Note: {note.text}", err=True)
+
+    def progress(self, total: int) -> Any:
+        from ncclparse.inputs import progress
+
+        if progress.enabled(self.quiet, sys.stderr):
+            self._line = progress.Progress(total, sys.stderr)
+        return self._line
+
+    @property
+    def on_batch(self) -> Any:
+        if self._rows is None or not _stdout_is_terminal():
+            return self._rows
+        rows = self._rows
+
         def batches(batch: Any) -> None:
-            line.close()
-            on_batch(batch)
+            # Rows for the terminal: wipe the line before they are written.
+            if self._line is not None:
+                self._line.close()
+            rows(batch)
 
-    try:
-        return parse_sources(sources, batches, jobs, line)
-    finally:
-        line.close()
+        return batches
+
+    def parsed(self, result: ParseResult, failures: list[Exception]) -> None:
+        if not self.quiet:
+            for line in summary_lines(result):
+                click.echo(line, err=True)
+        for failure in failures:
+            click.echo(f"Error: {failure}", err=True)
 
 
 def parse_points(

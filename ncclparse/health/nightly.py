@@ -1,0 +1,168 @@
+"""The nightly check as one call: read the inputs, read the history, judge.
+
+:func:`check` is what ``ncclparse check`` does short of rendering and writing its
+outputs: it parses the inputs (:func:`ncclparse.inputs.parsing.read_inputs`), scans
+the history for the baseline window (:func:`ncclparse.store.history.scan_history`),
+leaves the inputs' own logs out of the baseline, judges
+(:func:`ncclparse.health.check.check`) and times it all. Its options that cannot work
+together are a :class:`CheckConfigError`, raised before anything is read.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+import os
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from ncclparse.errors import NcclParseError, ProfileError
+from ncclparse.health.baselines import window_start
+from ncclparse.health.check import CheckResult
+from ncclparse.health.check import check as judge
+from ncclparse.health.rules import DEFAULT_RULES, Rules
+from ncclparse.inputs.parsing import read_inputs
+from ncclparse.store.history import history_exists, scan_history, source_keys
+
+if TYPE_CHECKING:
+    from ncclparse.efficiency import HardwareOptions
+    from ncclparse.inputs.progress import Progress
+    from ncclparse.inputs.walk import Filters, Note
+    from ncclparse.parsers import ParseResult
+
+__all__ = ["CheckConfigError", "CheckRun", "check"]
+
+
+class CheckConfigError(NcclParseError):
+    """The options of :func:`check` cannot work together: ``first_night`` without a
+    history, a history that does not exist without ``first_night``, or a bad
+    hardware option (``ncclparse check`` exits 2, a usage error)."""
+
+
+@dataclass(frozen=True, slots=True)
+class CheckRun:
+    """What :func:`check` found: the parsed inputs (``parsed``), the inputs that
+    could not be read or parsed (``input_failures``), what directory walks skipped
+    (``notes``) and the judgement (``result``, its ``seconds`` the time from the
+    first input read to the last case judged)."""
+
+    parsed: ParseResult
+    input_failures: tuple[Exception, ...]
+    notes: tuple[Note, ...]
+    result: CheckResult
+
+    @property
+    def passed(self) -> bool:
+        """True when no case failed (:attr:`CheckResult.passed`)."""
+        return self.result.passed
+
+
+def check(
+    inputs: Iterable[str | os.PathLike[str]],
+    rules: Rules | None = None,
+    *,
+    history: str | os.PathLike[str] | None = None,
+    tags: Mapping[str, str] | None = None,
+    first_night: bool = False,
+    expect_history: bool = True,
+    hardware: HardwareOptions | None = None,
+    filters: Filters | None = None,
+    jobs: int = 1,
+    today: dt.date | None = None,
+    on_notes: Callable[[list[Note]], None] | None = None,
+    progress: Callable[[int], Progress | None] | None = None,
+    on_parsed: Callable[[ParseResult, list[Exception]], None] | None = None,
+) -> CheckRun:
+    """Judge the logs of ``inputs`` against ``rules`` (default:
+    :data:`~ncclparse.health.rules.DEFAULT_RULES`) and, with ``history``, against
+    the baseline the history gives, as ``ncclparse check`` does (docs/nightly.md).
+
+    ``inputs`` are log files, directories (walked, their files selected by
+    ``filters``), URIs, or ``-`` for standard input; they are read (once) after the
+    options have been checked, and parsed in ``jobs`` processes. A missing, empty or
+    unrecognised input is no exception: it is in :attr:`CheckRun.input_failures`
+    and fails a case. ``history`` is a history dataset (a directory or URI written
+    by ``ncclparse ingest``); only its runs with every ``tags`` item make the
+    baseline, and never the inputs' own logs. ``first_night``: no baseline is
+    expected yet, so the history may be missing and one without runs for ``tags``
+    is a skipped case rather than a failure. ``expect_history``: every series shape
+    of the baseline must be in the inputs. ``hardware`` is what
+    :func:`ncclparse.efficiency.analyze` takes; ``today`` (default: today, UTC)
+    dates the baseline window.
+
+    The hooks report while it works, for a command line: ``on_notes`` receives what
+    the directory walks skipped, before parsing; ``progress`` receives the number of
+    sources to parse and returns a :class:`~ncclparse.inputs.progress.Progress` (or
+    None), closed when parsing ends; ``on_parsed`` receives the parse result and the
+    failed inputs, before the history is read.
+
+    Raises CheckConfigError for ``first_night`` without ``history``, a ``history``
+    that does not exist without ``first_night``, or a bad ``hardware`` option;
+    HistoryError (:mod:`ncclparse.store.history`) when the history cannot be read.
+
+    >>> run = ncclparse.check(["logs/"], history="/data/history")  # doctest: +SKIP
+    >>> run.passed, [c.message for c in run.result.failures]  # doctest: +SKIP
+    """
+    rules = DEFAULT_RULES if rules is None else rules
+    where = None if history is None else os.fspath(history)
+    name = _history_name(where, first_night)
+    started = time.monotonic()
+    parsed, failures, notes = read_inputs(
+        (os.fspath(i) for i in inputs),
+        filters=filters,
+        jobs=jobs,
+        on_notes=on_notes,
+        progress=progress,
+    )
+    if on_parsed is not None:
+        on_parsed(parsed, failures)
+    view = None
+    if where is not None:
+        view = scan_history(
+            where,
+            since=window_start(rules.history, today),
+            with_tags=bool(tags),
+            missing_ok=first_night,
+        )
+    try:
+        result = judge(
+            parsed,
+            rules,
+            input_failures=failures,
+            input_notes=notes,
+            history=view,
+            tags=tags,
+            first_night=first_night,
+            history_name=name,
+            exclude_keys=frozenset(source_keys(parsed).values()),
+            today=today,
+            hardware=hardware,
+            expect_history=expect_history,
+        )
+    except ProfileError as exc:  # a bad hardware option
+        raise CheckConfigError(str(exc)) from exc
+    result = dataclasses.replace(result, seconds=time.monotonic() - started)
+    return CheckRun(parsed, tuple(failures), tuple(notes), result)
+
+
+def _history_name(history: str | None, first_night: bool) -> str:
+    """How the messages of a check name ``history`` (a directory or URI, or None).
+
+    Raises CheckConfigError for ``first_night`` without a history, or a history
+    that does not exist without ``first_night``; HistoryError when it cannot be
+    reached.
+    """
+    if history is None:
+        if first_night:
+            raise CheckConfigError("--first-night needs --history")
+        return "the history"
+    if history_exists(history):
+        return history
+    if not first_night:
+        raise CheckConfigError(
+            f"{history}: history directory not found (on the first night, "
+            "before `ingest` has created it, pass --first-night)"
+        )
+    return f"{history} (not created yet)"
