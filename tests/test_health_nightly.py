@@ -45,8 +45,9 @@ def _judged(source: str) -> list[tuple[str, str, str, str]]:
         ("integrity", f"{source} run 0", "pass",
          f"{where} all_reduce: data complete and valid"),
         ("verdict", f"{source} run 0", "pass",
-         f"{where}: OK healthy: 88.2 % of the ideal on the plateau, 2 GiB to 8 GiB "
-         "(median busbw 330.6 GB/s of 375.0 GB/s)"),
+         f"{where}: OK healthy: median busbw 330.6 GB/s on the plateau, 2 GiB to 8 "
+         "GiB: 88.2 % of a tree's line rate (375.0 GB/s), 91.8 % of what healthy "
+         "hardware reaches (360.0 GB/s)"),
         ("latency", f"{SERIES.format('out-of-place')} [{source}#0]", "pass",
          f"{where} {SERIES.format('out-of-place')}: 18 sizes within 1 ms "
          "(worst 203 µs)"),

@@ -121,7 +121,7 @@ def test_bandwidth_plot_labels_sizes_and_regions(
         "bandwidth-bound",
         "measured, out-of-place",
         "measured, in-place",
-        "ideal (AIBooster)",
+        "ideal (line rate)",
         "expected curve, out-of-place",
         "expected curve, in-place",
         "LL",

@@ -183,7 +183,7 @@ def bandwidth_plot(
             color="black",
             linestyle=(0, (6, 3)),
             linewidth=1.1,
-            label="ideal (AIBooster)",
+            label="ideal (line rate)",
         )
     factors = data["busbw_factor"].dropna()
     factor = float(factors.iloc[0]) if not factors.empty else 1.0
