@@ -10,6 +10,20 @@ Shown only when standard error is a terminal and ``--quiet`` is not given; the
 environment variable :data:`ENV` forces it off (``0``) or on (``1``) whatever the
 terminal (``--quiet`` still wins). The clock is :data:`CLOCK`, read when a
 :class:`Progress` is made: tests replace it, so no test depends on wall time.
+
+Why not ``click.progressbar`` (checked against click 8.5.1): it leaves its bar on
+screen and ends it with a newline (and cursor escapes), where this line is wiped so
+that the summary and warnings after it stand alone; it draws as soon as it is
+entered (no :data:`DELAY`) and limits redraws by step count, not by time (its clock
+is the global ``time.time``, not one a test can pass); on a stream that is no
+terminal it prints its label once, and it cannot be forced on there
+(``NCCLPARSE_PROGRESS=1``); it has one position over one length, where this line
+counts files and bytes (of the current file and of all, with files merged from
+worker processes adding both at once); it fits the terminal by shortening its bar,
+not the file name, and passes control characters of a name through; a closed
+terminal raises. Nor may this layer import click (the library never does; cli/ is
+the only user of it). About half of this module is not the line but the byte
+counting (:func:`tracked`), which click does not offer in any form.
 """
 
 from __future__ import annotations

@@ -203,82 +203,112 @@ def infer_ranks(run: Run, elided: bool = False, launch: bool = False) -> None:
     tie-breaker.
     """
     if run.hosts:
-        run.nranks = len(run.hosts)
-        known = [h for h in run.hosts if h is not None]
-        # The last rank's host is missing only when its line was cut by the end of
-        # input (its process's other ranks are listed): the count stays a lower
-        # bound, as with every cut Rank list.
-        if None not in run.hosts[:-1]:
-            run.nnodes = len(set(known))
-        elif not elided:
-            # Hosts of the ranks whose lines are missing are unknown: counting the
-            # visible ones (1 of a 72-rank run) would be a guess. NCCL's `nNodes`
-            # fills it when printed (the parser's _close).
-            run.warn(
-                run.first_line,
-                f"Rank lines for {len(known)} of {run.nranks} ranks: nnodes not "
-                "counted from them (taken from NCCL's nNodes if printed)",
-            )
+        _ranks_from_rank_lines(run, elided)
         return
     collective = run.collectives[0] if run.collectives else None
     sized = [r for r in run.rows if r["size_bytes"] and r["count"]]
     if collective in _SPLIT and sized:
-        row = sized[0]
-        ratio = round(row["size_bytes"] / (row["count"] * DTYPE_BYTES[row["dtype"]]))
-        if not 1 <= ratio <= _MAX_RANKS:  # nranks is int32: no absurd guesses
-            run.warn(run.first_line, f"no Rank lines; size/count ratio {ratio}")
-            return
-        run.nranks = ratio
-        run.warn(
-            run.first_line,
-            f"no Rank lines; nranks {run.nranks} inferred from the size/count ratio",
-        )
-        stated = ranks_launched(run.command, run.params) if launch else None
-        if stated is not None and stated[0] != ratio:
-            run.warn(
-                run.first_line,
-                f"{stated[1]} gives {stated[0]} ranks, the size/count ratio "
-                f"{ratio}: the ratio is taken",
-            )
+        _ranks_from_size_ratio(run, sized[0], launch)
     elif collective == "all_reduce":
-        feasible = _ranks_from_bus_ratio(run.rows)
-        if launch:
-            found = ranks_launched(run.command, run.params)
-        else:  # the command alone, as a tie-breaker
-            count = ranks_from_command(run.command)
-            found = None if count is None else (count, "the command line")
-        launched = found[0] if found is not None else None
-        if launched is not None and launched in feasible:
-            run.nranks = launched
-            run.warn(
-                run.first_line,
-                f"no Rank lines; nranks {launched} from the command line, consistent "
-                "with busbw/algbw",
-            )
-        elif launch and found is not None and not feasible:
-            _take_launched(run, found)
-        elif launch and found is not None and len(feasible) > 1:
-            run.warn(
-                run.first_line,
-                f"no Rank lines; {found[1]} gives {found[0]} ranks, which busbw/algbw "
-                "does not fit: nranks unknown",
-            )
-        elif len(feasible) == 1:
-            run.nranks = feasible[0]
-            run.warn(
-                run.first_line,
-                f"no Rank lines; nranks {run.nranks} inferred from "
-                "busbw/algbw = 2(n-1)/n (the only n that fits every row)",
-            )
-        elif feasible:
-            run.warn(
-                run.first_line,
-                f"no Rank lines; busbw/algbw fits any nranks from "
-                f"{feasible[0]} to {feasible[-1]}: nranks unknown",
-            )
+        _all_reduce_ranks(run, launch)
     elif launch and (found := ranks_launched(run.command, run.params)) is not None:
         # Nothing in the numbers tells the rank count of these collectives.
         _take_launched(run, found)
+
+
+def _ranks_from_rank_lines(run: Run, elided: bool) -> None:
+    """nranks (and nnodes, when every host is known) from the Rank lines."""
+    run.nranks = len(run.hosts)
+    known = [h for h in run.hosts if h is not None]
+    # The last rank's host is missing only when its line was cut by the end of
+    # input (its process's other ranks are listed): the count stays a lower
+    # bound, as with every cut Rank list.
+    if None not in run.hosts[:-1]:
+        run.nnodes = len(set(known))
+    elif not elided:
+        # Hosts of the ranks whose lines are missing are unknown: counting the
+        # visible ones (1 of a 72-rank run) would be a guess. NCCL's `nNodes`
+        # fills it when printed (the parser's _close).
+        run.warn(
+            run.first_line,
+            f"Rank lines for {len(known)} of {run.nranks} ranks: nnodes not "
+            "counted from them (taken from NCCL's nNodes if printed)",
+        )
+
+
+def _ranks_from_size_ratio(run: Run, row: dict[str, Any], launch: bool) -> None:
+    """A collective that splits its buffer by rank (_SPLIT): nranks is the ratio of
+    the first sized row's size to its count's bytes; the launch is only compared."""
+    ratio = round(row["size_bytes"] / (row["count"] * DTYPE_BYTES[row["dtype"]]))
+    if not 1 <= ratio <= _MAX_RANKS:  # nranks is int32: no absurd guesses
+        run.warn(run.first_line, f"no Rank lines; size/count ratio {ratio}")
+        return
+    run.nranks = ratio
+    run.warn(
+        run.first_line,
+        f"no Rank lines; nranks {run.nranks} inferred from the size/count ratio",
+    )
+    stated = ranks_launched(run.command, run.params) if launch else None
+    if stated is not None and stated[0] != ratio:
+        run.warn(
+            run.first_line,
+            f"{stated[1]} gives {stated[0]} ranks, the size/count ratio "
+            f"{ratio}: the ratio is taken",
+        )
+
+
+def _all_reduce_ranks(run: Run, launch: bool) -> None:
+    """all_reduce: the rank counts busbw/algbw = 2(n-1)/n allows, decided by the
+    launch (or, without ``launch``, the command alone as a tie-breaker)."""
+    feasible = _ranks_from_bus_ratio(run.rows)
+    if launch:
+        found = ranks_launched(run.command, run.params)
+    else:  # the command alone, as a tie-breaker
+        count = ranks_from_command(run.command)
+        found = None if count is None else (count, "the command line")
+    if found is not None and found[0] in feasible:
+        run.nranks = found[0]
+        run.warn(
+            run.first_line,
+            f"no Rank lines; nranks {found[0]} from the command line, consistent "
+            "with busbw/algbw",
+        )
+    elif launch and found is not None:
+        _launch_against_bus_ratio(run, found, feasible)
+    elif len(feasible) == 1:
+        _only_bus_ratio(run, feasible[0])
+    elif feasible:
+        run.warn(
+            run.first_line,
+            f"no Rank lines; busbw/algbw fits any nranks from "
+            f"{feasible[0]} to {feasible[-1]}: nranks unknown",
+        )
+
+
+def _launch_against_bus_ratio(
+    run: Run, found: tuple[int, str], feasible: list[int]
+) -> None:
+    """A launch whose rank count busbw/algbw does not give: taken when the numbers
+    tell nothing, none when they fit other counts (or the only count they fit)."""
+    if not feasible:
+        _take_launched(run, found)
+    elif len(feasible) > 1:
+        run.warn(
+            run.first_line,
+            f"no Rank lines; {found[1]} gives {found[0]} ranks, which busbw/algbw "
+            "does not fit: nranks unknown",
+        )
+    else:
+        _only_bus_ratio(run, feasible[0])
+
+
+def _only_bus_ratio(run: Run, ranks: int) -> None:
+    run.nranks = ranks
+    run.warn(
+        run.first_line,
+        f"no Rank lines; nranks {run.nranks} inferred from "
+        "busbw/algbw = 2(n-1)/n (the only n that fits every row)",
+    )
 
 
 def _take_launched(run: Run, found: tuple[int, str]) -> None:

@@ -242,18 +242,7 @@ class _Parser:
             )
         own = kind not in ("blank", "warned")  # the run's lines, NCCL noise included
         if kind == "warned" and not line.complete and state.run is not None:
-            # A Rank line cut by the end of input still proves that rank exists.
-            cut = CUT_RANK.match(text.strip().lstrip("#").strip())
-            if cut is not None and state.phase == "preamble":
-                rank = int(cut.group("rank"))
-                grow_ranks(state.run, rank)
-                state.run.hosts[rank] = cut.group("host")
-            # A cut row, Rank or `#` line is the run's, unless the run is complete (it
-            # would start the next); other text (prose) is not.
-            own = state.run.status != "complete" and (
-                cut is not None or CUT_OWN.match(text) is not None
-            )
-            self._current(state, line.number).warn(line.number, _cut_message(line))
+            own = self._cut_line(state, state.run, line, text)
             kind = "warned_named"
         self.accounting[kind] += 1
         if kind == "warned":
@@ -268,6 +257,22 @@ class _Parser:
             and (line.complete or state.run.status != "complete")
         ):
             state.run.last_line = line.number
+
+    def _cut_line(self, state: StreamState, run: Run, line: Line, text: str) -> bool:
+        """A line cut by the end of input that could not be read: named in the run's
+        warnings; returns whether it is the run's own line."""
+        # A Rank line cut by the end of input still proves that rank exists.
+        cut = CUT_RANK.match(text.strip().lstrip("#").strip())
+        if cut is not None and state.phase == "preamble":
+            rank = int(cut.group("rank"))
+            grow_ranks(run, rank)
+            run.hosts[rank] = cut.group("host")
+        run.warn(line.number, _cut_message(line))
+        # A cut row, Rank or `#` line is the run's, unless the run is complete (it
+        # would start the next); other text (prose) is not.
+        return run.status != "complete" and (
+            cut is not None or CUT_OWN.match(text) is not None
+        )
 
     def _state(self, key: str | None) -> StreamState:
         state = self.states.get(key)
@@ -302,20 +307,10 @@ class _Parser:
             number = numbers[index]
             if number - previous > 1:  # plain NCCL lines: as skip_noise()
                 noise += number - previous - 1
-                if state.unread:
-                    self._flush_unread(state)
-                if state.run is not None:
-                    state.run.last_line = number - 1
-                if facts and index in facts:
-                    self._topology(state, facts[index])
+                said = facts.get(index) if facts else None
+                self._passed_over(state, number - 1, said)
             run, layout, read = state.run, state.layout, None
-            if (
-                run is not None
-                and layout is not None
-                and state.phase == "table"
-                and state.pending is None
-                and state.copies == 1
-            ):
+            if run is not None and layout is not None and _plain_table(state):
                 read = reader.read(index, run, layout)
             if read is None or run is None:
                 reader.flush()  # feed() may end the run: its rows first
@@ -328,12 +323,8 @@ class _Parser:
             if stop > index + 1:  # lines read as columns, plain NCCL lines between
                 last = numbers[stop - 1]
                 noise += last - number - (stop - 1 - index)
-                applied = None  # the same facts again add nothing to the run
-                for at in range(index + 1, stop) if facts else ():
-                    said = facts.get(at)
-                    if said is not None and said is not applied:
-                        self._topology(state, said)
-                        applied = said
+                if facts:
+                    self._facts_between(state, facts, index + 1, stop)
                 number = last
             state.row_fields = fields
             measurements += stop - index
@@ -346,6 +337,28 @@ class _Parser:
             self.accounting["measurement"] += measurements
         if noise:
             self.accounting["noise"] += noise
+
+    def _passed_over(self, state: StreamState, last: int, facts: Facts | None) -> None:
+        """Plain NCCL lines up to line ``last`` between rows of a batch, and the
+        topology facts they said: as skip_noise() (the caller counts them)."""
+        if state.unread:
+            self._flush_unread(state)
+        if state.run is not None:
+            state.run.last_line = last
+        if facts is not None:
+            self._topology(state, facts)
+
+    def _facts_between(
+        self, state: StreamState, facts: dict[int, Facts], start: int, stop: int
+    ) -> None:
+        """The topology facts of the plain NCCL lines among rows read as columns
+        (batch indices ``start`` to ``stop``); the same facts again add nothing."""
+        applied = None
+        for at in range(start, stop):
+            said = facts.get(at)
+            if said is not None and said is not applied:
+                self._topology(state, said)
+                applied = said
 
     def _topology(self, state: StreamState, facts: Facts) -> None:
         """Give topology facts to the run they are about, or keep them for the next
@@ -406,32 +419,33 @@ class _Parser:
             return self._failure(state, line.number, stripped)
         if (killed := killed_by(stripped)) is not None:
             return self._killed(state, line.number, killed)
-        if (
-            not stripped.startswith("#")
-            and "_perf" in stripped
-            and benchmark_binary(stripped) is not None
-            and is_command(stripped)
-        ):
+        if "_perf" in stripped and _is_benchmark_command(stripped):
             self._command(state, line.number, stripped)
             return "noise"
         if maybe_noise(stripped) and is_noise(stripped):
-            version = NCCL_VERSION.search(stripped)
-            if version:
-                if state.run is None:
-                    self.pending_version = version  # printed before the first line
-                elif state.run.library_version is None:
-                    set_library(state.run, version)
-            # A line cut by the end of input may have lost NICs: nothing is read.
-            if "CCL INFO " in stripped and line.complete:
-                facts = scan_line(stripped)
-                if facts is not None:
-                    self._topology(state, facts)
+            self._noise(state, line, stripped)
             return "noise"
         return self._structure(state, line, body, stripped)
+
+    def _noise(self, state: StreamState, line: Line, stripped: str) -> None:
+        """Read what known noise tells: NCCL's version, topology facts."""
+        version = NCCL_VERSION.search(stripped)
+        if version:
+            if state.run is None:
+                self.pending_version = version  # printed before the first line
+            elif state.run.library_version is None:
+                set_library(state.run, version)
+        # A line cut by the end of input may have lost NICs: nothing is read.
+        if "CCL INFO " in stripped and line.complete:
+            facts = scan_line(stripped)
+            if facts is not None:
+                self._topology(state, facts)
 
     def _structure(
         self, state: StreamState, line: Line, body: str, stripped: str
     ) -> str:
+        """A line that is none of a row, an error, a command or noise: the tool's own
+        preamble (version, params, ...) or table frame (Rank lines, header, footer)."""
         number = line.number
         if not line.complete:  # cut by the end of input: `: 84.8558` may read `: 8`
             if PARAMS.match(body):
@@ -440,51 +454,67 @@ class _Parser:
                 self._opener(state, "params", number).params.update(dict(pairs))
             return "warned"
         words = body.split()
+        kind = self._preamble(state, number, body, words)
+        if kind is None:
+            kind = self._frame(state, number, body, words)
+        if kind is not None:
+            return kind
+        if is_command(stripped):
+            return "noise"
+        return "warned"
+
+    def _preamble(
+        self, state: StreamState, number: int, body: str, words: list[str]
+    ) -> str | None:
+        """The lines that say which tool, library and benchmark run: ``structure``,
+        or None when the line is none of them."""
         if (match := VERSION.match(body)) is not None:
-            run = self._opener(state, "version", number)
-            run.tool_version = match.group("v")
-            if match.group("tool") == "r":
-                run.tool = "rccl-tests"
-            if match.group("lib"):
-                run.library_version = nccl_code(int(match.group("lib")))
-            return "structure"
-        if (match := STARTING.match(body)) is not None:
-            name = match.group("name")
+            self._version(state, number, match)
+        elif (match := STARTING.match(body)) is not None:
             if match.group("what") == "starting":
                 run = self._opener(state, "starting", number)
             else:
                 run = self._current(state, number)
-            stem = name.split("_perf")[0]
+            stem = match.group("name").split("_perf")[0]
             run.add_collective(BINARY_NAMES.get(stem))
-            return "structure"
-        if PARAMS.match(body):
+        elif PARAMS.match(body):
             run = self._opener(state, "params", number)
             run.params.update(dict(PARAM_PAIR.findall(body)))
             if ":" in words[0]:  # `nThreads: 1 nGpus: 4 nRanks: 1`: rccl-tests' own
                 run.tool = "rccl-tests"
-            return "structure"
-        if (match := RCCL_VERSION.match(body)) is not None:
+        elif (match := RCCL_VERSION.match(body)) is not None:
             run = self._current(state, number)
             run.tool, run.tool_version = "rccl-tests", match.group("v")
-            return "structure"
-        if (match := RCCL_BLOCK.match(body)) is not None:
+        elif (match := RCCL_BLOCK.match(body)) is not None:
             run = self._current(state, number)
             if match.group("what") == "RCCL":  # RCCL's NCCL_DEBUG=VERSION block
                 run.tool = "rccl-tests"
                 if run.library_version is None and match.group("v"):
                     run.library_version = match.group("v")
-            return "structure"
-        if (match := COMPILED.match(body)) is not None:
+        elif (match := COMPILED.match(body)) is not None:
             self._current(state, number).library_version = match.group("v")
-            return "structure"
+        else:
+            return None
+        return "structure"
+
+    def _version(self, state: StreamState, number: int, match: re.Match[str]) -> None:
+        """`# nccl-tests version 2.13.8 nccl-headers=N nccl-library=N` (or rccl-)."""
+        run = self._opener(state, "version", number)
+        run.tool_version = match.group("v")
+        if match.group("tool") == "r":
+            run.tool = "rccl-tests"
+        if match.group("lib"):
+            run.library_version = nccl_code(int(match.group("lib")))
+
+    def _frame(
+        self, state: StreamState, number: int, body: str, words: list[str]
+    ) -> str | None:
+        """The lines around the rows (Rank lines, the header, the footer):
+        ``structure``, or None when the line is none of them."""
         if (match := RANK.match(body)) is not None:
             return self._rank(state, number, match)
         if body.startswith("Using devices"):
-            if (
-                state.run is None
-                or state.phase != "preamble"
-                or state.run.status == "failed"
-            ):
+            if not self._in_preamble(state):
                 self._open(state, number)
             return "structure"
         if is_names_line(words):
@@ -495,20 +525,12 @@ class _Parser:
         if words and words[0] == "(B)":
             return "structure"
         if (match := OOB.match(body)) is not None:
-            run = self._current(state, number)
-            run.oob_values = int(match.group("n"))
-            run.oob_ok = (
-                None if match.group("ok") is None else match.group("ok") == "OK"
-            )
-            state.phase = "footer"
-            return "structure"
+            return self._out_of_bounds(state, number, match)
         if (match := AVG.match(body)) is not None:
             return self._average(state, number, match)
         if body.startswith((*STRUCTURE_PREFIXES, "......")) or body == "":
             return self._misc_structure(state, number, body)
-        if is_command(stripped):
-            return "noise"
-        return "warned"
+        return None
 
     def _opener(self, state: StreamState, kind: str, number: int) -> Run:
         order = OPENERS[kind]
@@ -533,12 +555,15 @@ class _Parser:
         state.openers.add(kind)
         return run
 
+    @staticmethod
+    def _in_preamble(state: StreamState) -> bool:
+        """Whether the stream's run is open and still before its table (a Rank or
+        `Using devices` line then belongs to it; otherwise it starts a new run)."""
+        run = state.run
+        return run is not None and state.phase == "preamble" and run.status != "failed"
+
     def _rank(self, state: StreamState, number: int, match: re.Match[str]) -> str:
-        if (
-            state.run is None
-            or state.phase != "preamble"
-            or state.run.status == "failed"
-        ):
+        if not self._in_preamble(state):
             self._open(state, number)
         run = state.run
         assert run is not None
@@ -575,6 +600,16 @@ class _Parser:
             and len(gap.group("gap")) == 4
         )
         state.phase = "table"
+        return "structure"
+
+    def _out_of_bounds(
+        self, state: StreamState, number: int, match: re.Match[str]
+    ) -> str:
+        """`# Out of bounds values : 0 OK`: the first footer line."""
+        run = self._current(state, number)
+        run.oob_values = int(match.group("n"))
+        run.oob_ok = None if match.group("ok") is None else match.group("ok") == "OK"
+        state.phase = "footer"
         return "structure"
 
     def _average(self, state: StreamState, number: int, match: re.Match[str]) -> str:
@@ -651,13 +686,7 @@ class _Parser:
             text = text[: glued.start()]
         tokens = text.split()
         if state.pending is not None and not ROW_START.match(text):
-            first, before = state.pending
-            state.pending = None
-            how = "wrapped over two lines" if state.wrapped else "cut by other output"
-            state.wrapped = False
-            run = self._current(state, number)
-            run.warn(first, f"data row {how}; rejoined with line {number}")
-            return self._row(state, first, before + tokens, complete=line.complete)
+            return self._rejoin(state, line, tokens)
         self._flush_wrapped(state)
         if state.pending is not None:
             first, _ = state.pending
@@ -692,6 +721,17 @@ class _Parser:
             return "measurement"
         return self._row(state, number, tokens, complete=line.complete)
 
+    def _rejoin(self, state: StreamState, line: Line, tokens: list[str]) -> str:
+        """The rest of a data row that was cut (or wrapped): read with its start."""
+        assert state.pending is not None
+        first, before = state.pending
+        state.pending = None
+        how = "wrapped over two lines" if state.wrapped else "cut by other output"
+        state.wrapped = False
+        run = self._current(state, line.number)
+        run.warn(first, f"data row {how}; rejoined with line {line.number}")
+        return self._row(state, first, before + tokens, complete=line.complete)
+
     def _flush_wrapped(self, state: StreamState) -> None:
         """A short row whose continuation never came: read (and named) as it is."""
         if state.pending is not None and state.wrapped:
@@ -714,34 +754,52 @@ class _Parser:
             self._open(state, number)
         run = state.run
         assert run is not None
-        if not complete:
-            read = self._last_row(state, run, number, tokens)
-            if read is None:
-                return "warned_named"
-            keys, blocks = read
+        if complete:
+            read = self._whole_row(state, run, number, tokens)
         else:
-            if state.layout is None:
-                state.layout = layout_from_row(tokens)
-                if state.layout is None:
-                    run.warn(
-                        number, "looks like a data row but matches no known layout"
-                    )
-                    return "warned_named"
-            state.phase = "table"
-            try:
-                keys, blocks = read_row(tokens, state.layout)
-            except ImpossibleValue as exc:  # worded as the other parsers word it
-                run.warn(number, f"{exc}: row not read")
-                return "warned_named"
-            except RowError as exc:
-                run.warn(number, f"unreadable data row: {exc}")
-                return "warned_named"
-            state.row_fields = len(tokens)
-        assert state.layout is not None
+            read = self._last_row(state, run, number, tokens)
+        if read is None:
+            return "warned_named"
+        keys, blocks = read
         if state.copies > 1:
             key = (keys["dtype"], keys["redop"], keys["root"], keys["size_bytes"])
             keys["_copy"] = state.repeats[key] % state.copies
             state.repeats[key] += 1
+        self._add_blocks(state, run, number, keys, blocks)
+        return "measurement"
+
+    def _whole_row(
+        self, state: StreamState, run: Run, number: int, tokens: list[str]
+    ) -> tuple[dict[str, Any], list[dict[str, Any] | None]] | None:
+        """A data line read in the stream's layout (or the layout it shows): its
+        keys and blocks, or None when it is unreadable (named in the warnings)."""
+        if state.layout is None:
+            state.layout = layout_from_row(tokens)
+            if state.layout is None:
+                run.warn(number, "looks like a data row but matches no known layout")
+                return None
+        state.phase = "table"
+        try:
+            read = read_row(tokens, state.layout)
+        except ImpossibleValue as exc:  # worded as the other parsers word it
+            run.warn(number, f"{exc}: row not read")
+            return None
+        except RowError as exc:
+            run.warn(number, f"unreadable data row: {exc}")
+            return None
+        state.row_fields = len(tokens)
+        return read
+
+    def _add_blocks(
+        self,
+        state: StreamState,
+        run: Run,
+        number: int,
+        keys: dict[str, Any],
+        blocks: list[dict[str, Any] | None],
+    ) -> None:
+        """One row per placement a data line measured."""
+        assert state.layout is not None
         for placement, block in zip(state.layout.placements, blocks, strict=True):
             if block is None:
                 continue
@@ -758,7 +816,6 @@ class _Parser:
                     **block,
                 }
             )
-        return "measurement"
 
     def _last_row(
         self, state: StreamState, run: Run, number: int, tokens: list[str]
@@ -929,6 +986,22 @@ def iter_skipped(run: Run) -> int | None:
 
 def _count(text: str) -> int | None:
     return int(text) if is_count(text) else None
+
+
+def _plain_table(state: StreamState) -> bool:
+    """Whether the stream is in a table whose next row, if plain, the native reader
+    may read (no row waiting for its rest, no copies of the run to tell apart)."""
+    return state.phase == "table" and state.pending is None and state.copies == 1
+
+
+def _is_benchmark_command(stripped: str) -> bool:
+    """Whether a line that names a ``*_perf`` binary is the command line that ran
+    a benchmark (`./all_reduce_perf -b 8 ...`), not a `#` line about it."""
+    return (
+        not stripped.startswith("#")
+        and benchmark_binary(stripped) is not None
+        and is_command(stripped)
+    )
 
 
 def _cut_message(line: Line) -> str:

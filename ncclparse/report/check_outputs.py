@@ -284,99 +284,149 @@ def to_prometheus(result: CheckResult, *, timestamp: float | None = None) -> str
     and ``ncclparse_host_score_ratio`` by host. Empty labels are left out; no two
     samples share a name and labels.
     """
-    counts = _counts(result)
     tags = tag_labels(result.tags)
     out: list[str] = []
-
-    def family(name: str, help_text: str, samples: Iterable[tuple[str, str]]) -> None:
+    for name, help_text, samples in (
+        *_check_families(result, tags),
+        *_case_families(result, tags),
+        *_busbw_families(result, tags),
+        *_host_families(result, tags),
+        *_timing_families(result, timestamp),
+    ):
         lines = [f"{name}{labels} {value}" for labels, value in samples]
         if lines:
             out.append(f"# HELP {name} {_help(help_text)}")
             out.append(f"# TYPE {name} gauge")
             out.extend(lines)
+    return "\n".join(out) + "\n"
 
+
+# A gauge family of to_prometheus: its name, its help and its samples (the label
+# set, as _labelset gives it, and the value, as text).
+_Family = tuple[str, str, list[tuple[str, str]]]
+
+
+def _check_families(result: CheckResult, tags: dict[str, str]) -> list[_Family]:
+    """The check as a whole: its tags and version, pass, cases by status, runs."""
+    counts = _counts(result)
     version = {**tags, "version": __version__}
-    family(
-        "ncclparse_check_info",
-        "The check's --tag values and ncclparse's version (always 1).",
-        [(_labelset(version), "1")],
-    )
-    family(
-        "ncclparse_check_passed",
-        "1 when every check case passed.",
-        [("", str(int(result.passed)))],
-    )
-    family(
-        "ncclparse_check_cases",
-        "Check cases by status.",
-        [(_labelset({"status": s}), str(counts[s])) for s in ("pass", "fail", "skip")],
-    )
-    family(
-        "ncclparse_check_runs",
-        "Benchmark runs read (one integrity case each).",
-        [("", str(sum(c.rule == "integrity" for c in result.cases)))],
-    )
+    return [
+        (
+            "ncclparse_check_info",
+            "The check's --tag values and ncclparse's version (always 1).",
+            [(_labelset(version), "1")],
+        ),
+        (
+            "ncclparse_check_passed",
+            "1 when every check case passed.",
+            [("", str(int(result.passed)))],
+        ),
+        (
+            "ncclparse_check_cases",
+            "Check cases by status.",
+            [
+                (_labelset({"status": s}), str(counts[s]))
+                for s in ("pass", "fail", "skip")
+            ],
+        ),
+        (
+            "ncclparse_check_runs",
+            "Benchmark runs read (one integrity case each).",
+            [("", str(sum(c.rule == "integrity" for c in result.cases)))],
+        ),
+    ]
+
+
+def _case_families(result: CheckResult, tags: dict[str, str]) -> list[_Family]:
+    """Failed and all cases by rule and identity (_case_groups)."""
     groups = _case_groups(result, tags)
-    family(
-        "ncclparse_check_case_failed",
-        "Failed check cases of this rule and identity (collective, nodes, ranks).",
-        [(_labelset(dict(key)), str(failed)) for key, (failed, _) in groups.items()],
-    )
-    family(
-        "ncclparse_check_case_count",
-        "Check cases of this rule and identity (collective, nodes, ranks).",
-        [(_labelset(dict(key)), str(total)) for key, (_, total) in groups.items()],
-    )
+    return [
+        (
+            "ncclparse_check_case_failed",
+            "Failed check cases of this rule and identity (collective, nodes, ranks).",
+            [(_labelset(dict(key)), str(n)) for key, (n, _) in groups.items()],
+        ),
+        (
+            "ncclparse_check_case_count",
+            "Check cases of this rule and identity (collective, nodes, ranks).",
+            [(_labelset(dict(key)), str(n)) for key, (_, n) in groups.items()],
+        ),
+    ]
+
+
+def _busbw_families(result: CheckResult, tags: dict[str, str]) -> list[_Family]:
+    """Bus bandwidth and its efficiency by shape and size (_measured)."""
     measured = _measured(result, tags)
-    family(
-        "ncclparse_busbw_bytes_per_second",
-        "Bus bandwidth measured (recomputed from size and time), in bytes per "
-        "second: min and median over the runs and placements of this shape and size.",
-        [
-            (_labelset({**labels, "stat": stat}), str(round(value)))
-            for labels, values in measured
-            for stat, value in values["busbw"].items()
-        ],
-    )
-    family(
-        "ncclparse_busbw_efficiency_ratio",
-        "Bus bandwidth over the ideal of the hardware given (1 = ideal): min and "
-        "median over the runs and placements of this shape and size.",
-        [
-            (_labelset({**labels, "stat": stat}), _value(round(value, 6)))
-            for labels, values in measured
-            for stat, value in values["efficiency"].items()
-        ],
-    )
-    family(
-        "ncclparse_host_slow",
-        "1 when the host is consistently slow.",
-        [(_labelset({**tags, "host": h.host}), str(int(h.slow))) for h in result.hosts],
-    )
-    family(
-        "ncclparse_host_score_ratio",
-        "Mean run score with the host over without it (1 = typical).",
-        [
-            (
-                _labelset({**tags, "host": h.host}),
-                _value(h.score_with / h.score_without),
-            )
-            for h in result.hosts
-        ],
-    )
+    return [
+        (
+            "ncclparse_busbw_bytes_per_second",
+            "Bus bandwidth measured (recomputed from size and time), in bytes per "
+            "second: min and median over the runs and placements of this shape and "
+            "size.",
+            [
+                (_labelset({**labels, "stat": stat}), str(round(value)))
+                for labels, values in measured
+                for stat, value in values["busbw"].items()
+            ],
+        ),
+        (
+            "ncclparse_busbw_efficiency_ratio",
+            "Bus bandwidth over the ideal of the hardware given (1 = ideal): min and "
+            "median over the runs and placements of this shape and size.",
+            [
+                (_labelset({**labels, "stat": stat}), _value(round(value, 6)))
+                for labels, values in measured
+                for stat, value in values["efficiency"].items()
+            ],
+        ),
+    ]
+
+
+def _host_families(result: CheckResult, tags: dict[str, str]) -> list[_Family]:
+    """Each host judged by blame: slow or not, and its score ratio."""
+    return [
+        (
+            "ncclparse_host_slow",
+            "1 when the host is consistently slow.",
+            [
+                (_labelset({**tags, "host": h.host}), str(int(h.slow)))
+                for h in result.hosts
+            ],
+        ),
+        (
+            "ncclparse_host_score_ratio",
+            "Mean run score with the host over without it (1 = typical).",
+            [
+                (
+                    _labelset({**tags, "host": h.host}),
+                    _value(h.score_with / h.score_without),
+                )
+                for h in result.hosts
+            ],
+        ),
+    ]
+
+
+def _timing_families(result: CheckResult, timestamp: float | None) -> list[_Family]:
+    """How long the check took and when it ran, when known."""
+    families: list[_Family] = []
     if result.seconds is not None:
-        family(
-            "ncclparse_check_duration_seconds",
-            "How long the check took: reading the logs and the history, judging.",
-            [("", _value(round(result.seconds, 3)))],
+        families.append(
+            (
+                "ncclparse_check_duration_seconds",
+                "How long the check took: reading the logs and the history, judging.",
+                [("", _value(round(result.seconds, 3)))],
+            )
         )
     if timestamp is not None:
-        family(
-            "ncclparse_check_timestamp_seconds",
-            "When the check ran.",
-            [("", _value(timestamp))],
+        families.append(
+            (
+                "ncclparse_check_timestamp_seconds",
+                "When the check ran.",
+                [("", _value(timestamp))],
+            )
         )
-    return "\n".join(out) + "\n"
+    return families
 
 
 # Label names the metrics use themselves, and those Prometheus gives a scrape target.

@@ -38,6 +38,8 @@ from ncclparse.formatting import series_label
 from ncclparse.report.figure import finish, plain, styled
 
 if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+
     from ncclparse.health.blame import HostScore
     from ncclparse.parsers import ParseResult
 
@@ -217,11 +219,7 @@ def heatmap_svg(
     ax = fig.add_subplot()
     ax.grid(False)
     cmap = colormaps[_COLORMAP].with_extremes(bad="#ffffff")
-    finite = matrix.values[np.isfinite(matrix.values)]
-    low = float(finite.min()) if finite.size else 0.0
-    high = float(finite.max()) if finite.size else 1.0
-    if high <= low:
-        high = low + 1.0
+    low, high = _colour_range(matrix.values)
     image = ax.imshow(
         np.ma.masked_invalid(matrix.values),
         cmap=cmap,
@@ -230,37 +228,73 @@ def heatmap_svg(
         interpolation="nearest",
         aspect="equal",
     )
-    labels = [plain(h) for h in matrix.hosts]
+    _grid(ax, [plain(h) for h in matrix.hosts])
+    if n <= _ANNOTATE_UP_TO:
+        _annotate(ax, matrix.values, (low + high) / 2)
+    _outline(ax, matrix.hosts, blamed)
+    ax.set_xlim(-0.5, n - 0.5)
+    ax.set_ylim(n - 0.5, -0.5)
+    bar = fig.colorbar(image, ax=ax, shrink=0.8, pad=0.02)
+    count = len(matrix.sizes)
+    at = f"median of the {count} largest sizes" if count > 1 else "the largest size"
+    bar.set_label(f"plateau busbw (GB/s): {at}")
+    bar.ax.tick_params(labelsize=8)
+    name = title or f"Host x host bus bandwidth: {matrix.label}"
+    return finish(fig, ax, plot_id, name, legend_columns=1)
+
+
+def _colour_range(values: npt.NDArray[np.float64]) -> tuple[float, float]:
+    """The busbw range the colours span: the measured one (0-1 when nothing was
+    measured, one unit wide when every pair measured the same)."""
+    finite = values[np.isfinite(values)]
+    low = float(finite.min()) if finite.size else 0.0
+    high = float(finite.max()) if finite.size else 1.0
+    if high <= low:
+        high = low + 1.0
+    return low, high
+
+
+def _grid(ax: Axes, labels: list[str]) -> None:
+    """Host labels on both axes, no spines, thin white gaps between the cells (a
+    missing pair reads as blank, not as a colour)."""
+    n = len(labels)
     fontsize = 8 if n <= 16 else 6.5
     ax.set_xticks(range(n), labels, rotation=90, fontsize=fontsize)
     ax.set_yticks(range(n), labels, fontsize=fontsize)
     ax.tick_params(length=0)
     for spine in ax.spines.values():
         spine.set_visible(False)
-    # Thin white gaps between cells: a missing pair reads as blank, not as a colour.
     ax.set_xticks(np.arange(-0.5, n, 1.0), minor=True)
     ax.set_yticks(np.arange(-0.5, n, 1.0), minor=True)
     ax.grid(which="minor", color="#ffffff", linewidth=0.8 if n <= 16 else 0.4)
     ax.tick_params(which="minor", length=0)
-    if n <= _ANNOTATE_UP_TO:
-        middle = (low + high) / 2
-        for i in range(n):
-            for j in range(n):
-                value = matrix.values[i, j]
-                if math.isfinite(value):
-                    ax.text(
-                        j,
-                        i,
-                        f"{value:.3g}",
-                        ha="center",
-                        va="center",
-                        fontsize=7,
-                        # cividis is dark at low values: light text there.
-                        color="#ffffff" if value < middle else "#1a1a1a",
-                    )
-    outlined = [h for h in matrix.hosts if h in set(blamed)]
+
+
+def _annotate(ax: Axes, values: npt.NDArray[np.float64], middle: float) -> None:
+    """Each measured cell's busbw in the cell, light text below ``middle``."""
+    n = len(values)
+    for i in range(n):
+        for j in range(n):
+            value = values[i, j]
+            if math.isfinite(value):
+                ax.text(
+                    j,
+                    i,
+                    f"{value:.3g}",
+                    ha="center",
+                    va="center",
+                    fontsize=7,
+                    # cividis is dark at low values: light text there.
+                    color="#ffffff" if value < middle else "#1a1a1a",
+                )
+
+
+def _outline(ax: Axes, hosts: Sequence[str], blamed: Collection[str]) -> None:
+    """The row and column of each blamed host outlined (one legend entry)."""
+    n = len(hosts)
+    outlined = [h for h in hosts if h in set(blamed)]
     for k, host in enumerate(outlined):
-        i = matrix.hosts.index(host)
+        i = hosts.index(host)
         label = f"slow host (blame): {', '.join(outlined)}" if k == 0 else None
         for xy, width, height in (((-0.5, i - 0.5), n, 1), ((i - 0.5, -0.5), 1, n)):
             ax.add_patch(
@@ -276,15 +310,6 @@ def heatmap_svg(
                     clip_on=False,  # the outline's outer half lies beyond the axes
                 )
             )
-    ax.set_xlim(-0.5, n - 0.5)
-    ax.set_ylim(n - 0.5, -0.5)
-    bar = fig.colorbar(image, ax=ax, shrink=0.8, pad=0.02)
-    count = len(matrix.sizes)
-    at = f"median of the {count} largest sizes" if count > 1 else "the largest size"
-    bar.set_label(f"plateau busbw (GB/s): {at}")
-    bar.ax.tick_params(labelsize=8)
-    name = title or f"Host x host bus bandwidth: {matrix.label}"
-    return finish(fig, ax, plot_id, name, legend_columns=1)
 
 
 def pairwise_heatmap(
