@@ -13,6 +13,7 @@ import dataclasses
 import math
 from collections import Counter
 from collections.abc import Hashable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
@@ -119,23 +120,13 @@ def build_context(
     if analysis is None:
         analysis = analyze(result.measurements, hardware, result.runs)
     policy = policy or DEFAULT_RULES.verdict
-    rows = frame(analysis.rows)
-    fits = frame(analysis.fits)
-    row_groups, fit_groups = rows_by_run(rows), rows_by_run(fits)
-    listed = result.runs.to_pylist()
-    mine = [run_rows(row_groups, rows, r["source"], r["run"]) for r in listed]
-    my_fits = [run_rows(fit_groups, fits, r["source"], r["run"]) for r in listed]
-    analysed = [AnalysedRows(m) for m in mine]
-    groups = [blocks_of(a) if len(a) else [] for a in analysed]
-    charted = sum(len(g) for g in groups) <= CHARTED_BLOCKS
-    verdicts = [
-        judge_run(run, analysed[i], policy, my_fits[i], groups[i])
-        for i, run in enumerate(listed)
-    ]
+    stdin = title or STDIN_NAME
+    judged = _judged_runs(result, analysis, policy)
+    listed, charted = judged.listed, judged.charted
     shown = _detailed(
         [
             (r["source"], r["run"], v.level)
-            for r, v in zip(listed, verdicts, strict=True)
+            for r, v in zip(listed, judged.verdicts, strict=True)
         ],
         check,
     )
@@ -143,31 +134,16 @@ def build_context(
         _run_report(
             index,
             run,
-            (mine[index], my_fits[index], groups[index]),
-            verdicts[index],
+            (judged.rows[index], judged.fits[index], judged.blocks[index]),
+            judged.verdicts[index],
             charted=charted,
-            stdin=title or STDIN_NAME,
+            stdin=stdin,
             detailed=(run["source"], run["run"]) in shown,
         )
         for index, run in enumerate(listed)
     ]
     comparison = tuple(ComparisonRow(r, b) for r in runs for b in r.blocks)
-    failures = result.failures if failures is None else failures
-    errors = tuple(
-        dataclasses.replace(m, source=_named(m.source, title or STDIN_NAME))
-        for m in (failure_message(exc) for exc in failures)
-    )
-    sources = [
-        *(_named(s, title or STDIN_NAME) for s in result.accounting),
-        *(m.source for m in errors),
-    ]
-    inputs = sources[0] if len(sources) == 1 else f"{len(sources)} inputs"
-    links = {
-        (r.source, r.run): RunLink(
-            r.anchor if r.detailed else "", r.short_label, r.label
-        )
-        for r in runs
-    }
+    errors, inputs = _inputs(result, failures, stdin)
     # One run of many series gets the overview too: its small multiples are the
     # only charts such a page has.
     overview = (
@@ -187,13 +163,73 @@ def build_context(
         schema_version=SCHEMA_VERSION,
         command_line=command_line,
         policy=policy,
-        checks=None if check is None else check_summary(check, links),
+        checks=None if check is None else check_summary(check, _links(runs)),
         overview=overview,
         small_multiples=() if charted else _small_multiples(overview),
         charts_per_block=charted,
         pairs=_pairs(result, check),
         details_left_out=len(runs) - len(shown),
     )
+
+
+@dataclass(frozen=True, slots=True)
+class _JudgedRuns:
+    """Each run of a result (``listed``, the ``runs`` rows) with its analysed rows,
+    fits, blocks and verdict; ``charted``: few enough blocks for each its charts."""
+
+    listed: list[dict[str, Any]]
+    rows: list[pd.DataFrame]
+    fits: list[pd.DataFrame]
+    blocks: list[list[RowBlock]]
+    verdicts: list[Verdict]
+    charted: bool
+
+
+def _judged_runs(
+    result: ParseResult, analysis: Analysis, policy: VerdictPolicy
+) -> _JudgedRuns:
+    """Every run's analysed rows and fits, split into blocks and judged."""
+    rows = frame(analysis.rows)
+    fits = frame(analysis.fits)
+    row_groups, fit_groups = rows_by_run(rows), rows_by_run(fits)
+    listed = result.runs.to_pylist()
+    mine = [run_rows(row_groups, rows, r["source"], r["run"]) for r in listed]
+    my_fits = [run_rows(fit_groups, fits, r["source"], r["run"]) for r in listed]
+    analysed = [AnalysedRows(m) for m in mine]
+    groups = [blocks_of(a) if len(a) else [] for a in analysed]
+    verdicts = [
+        judge_run(run, analysed[i], policy, my_fits[i], groups[i])
+        for i, run in enumerate(listed)
+    ]
+    charted = sum(len(g) for g in groups) <= CHARTED_BLOCKS
+    return _JudgedRuns(listed, mine, my_fits, groups, verdicts, charted)
+
+
+def _inputs(
+    result: ParseResult, failures: Sequence[Exception] | None, stdin: str
+) -> tuple[tuple[Message, ...], str]:
+    """The messages of the inputs that could not be read (default: the result's
+    failures) and how the title names the inputs: the one, or how many."""
+    failures = result.failures if failures is None else failures
+    errors = tuple(
+        dataclasses.replace(m, source=_named(m.source, stdin))
+        for m in (failure_message(exc) for exc in failures)
+    )
+    sources = [
+        *(_named(s, stdin) for s in result.accounting),
+        *(m.source for m in errors),
+    ]
+    return errors, sources[0] if len(sources) == 1 else f"{len(sources)} inputs"
+
+
+def _links(runs: Sequence[RunReport]) -> dict[tuple[str, int], RunLink]:
+    """Where the Checks section links each run: its section, if it has one."""
+    return {
+        (r.source, r.run): RunLink(
+            r.anchor if r.detailed else "", r.short_label, r.label
+        )
+        for r in runs
+    }
 
 
 def _detailed(
