@@ -44,6 +44,7 @@ import numpy.typing as npt
 __all__ = [
     "ALGORITHMS",
     "NVLS_FROM_BYTES",
+    "SHOWN",
     "UNKNOWN",
     "Evidence",
     "algorithm_bounds",
@@ -54,6 +55,18 @@ __all__ = [
 ]
 
 ALGORITHMS = ("ring", "tree", "nvls", "nvls_tree", "collnet", "pat", "hierarchical")
+# How pages and messages name them (and "p2p", the analysis' name for the
+# point-to-point collectives' one pattern).
+SHOWN = {
+    "ring": "ring",
+    "tree": "tree",
+    "nvls": "NVLS",
+    "nvls_tree": "NVLSTree",
+    "collnet": "CollNet (SHARP)",
+    "pat": "PAT",
+    "hierarchical": "hierarchical schedule",
+    "p2p": "point-to-point exchange",
+}
 RING, TREE, NVLS, NVLS_TREE, COLLNET, PAT, HIERARCHICAL = range(len(ALGORITHMS))
 # NCCL_ALGO's names (case-insensitive, tuning.cc's ncclAlgoStr) to ours.
 _NCCL_NAMES = {

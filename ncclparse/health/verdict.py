@@ -27,6 +27,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
+from ncclparse.efficiency.algorithms import SHOWN
 from ncclparse.efficiency.fits import MIN_SIZES, PLATEAU, STILL_RISING
 from ncclparse.formatting import (
     format_bytes,
@@ -527,20 +528,8 @@ def _algorithm(values: npt.NDArray[Any]) -> str | None:
     return max(sorted(set(named)), key=named.count) if named else None
 
 
-_NAMES = {
-    "ring": "ring",
-    "tree": "tree",
-    "nvls": "NVLS",
-    "nvls_tree": "NVLSTree",
-    "collnet": "CollNet (SHARP)",
-    "pat": "PAT",
-    "hierarchical": "hierarchical schedule",
-    "p2p": "point-to-point exchange",
-}
-
-
 def _name(algorithm: str | None) -> str:
-    return _NAMES.get(algorithm or "", "link")
+    return SHOWN.get(algorithm or "", "link")
 
 
 def _a(algorithm: str | None) -> str:

@@ -11,6 +11,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from ncclparse.efficiency.algorithms import SHOWN
+
 __all__ = [
     "Message",
     "ProfileInfo",
@@ -85,16 +87,6 @@ _BASIS = {
     "inferred": "what NCCL chooses where the log shows NVLS channels",
     "assumed": "not in the log: judged against each algorithm NCCL could have run",
 }
-_ALGORITHM_NAMES = {
-    "ring": "ring",
-    "tree": "tree",
-    "nvls": "NVLS",
-    "nvls_tree": "NVLSTree",
-    "collnet": "CollNet (SHARP)",
-    "pat": "PAT",
-    "hierarchical": "hierarchical",
-    "p2p": "point-to-point",
-}
 
 
 def algorithm_facts(rows: list[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
@@ -108,7 +100,7 @@ def algorithm_facts(rows: list[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
     names = [
         n for n in (last["algorithm_low"], last["algorithm"]) if isinstance(n, str)
     ]
-    shown = " or ".join(dict.fromkeys(_ALGORITHM_NAMES.get(n, n) for n in names))
+    shown = " or ".join(dict.fromkeys(SHOWN.get(n, n) for n in names))
     basis = _BASIS.get(str(last.get("algorithm_basis")), "")
     return (("algorithm judged", f"{shown} ({basis})" if basis else shown),)
 
