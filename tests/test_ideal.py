@@ -201,3 +201,38 @@ def test_a_socket_fallback_between_nodes_is_named() -> None:
         "NCCL moved data between nodes over TCP sockets (eth0), not RDMA: expected "
         "only where the nodes have no InfiniBand/RoCE/EFA"
     )
+
+
+def _with_nics(rate: float, nics: int) -> tuple[str, str]:
+    """A 2 x 8 all_reduce at ``rate`` busbw judged with no hardware option (the
+    device matches the h100 preset), its log naming ``nics`` IB NICs."""
+    sweep = _sweep("all_reduce", 16, 2, rate)
+    at = sweep.column_names.index("device")
+    devices = pa.array(["NVIDIA H100 80GB HBM3"] * sweep.num_rows)
+    sweep = sweep.set_column(at, "device", devices)
+    names = [f"mlx5_{i}" for i in range(nics)]
+    runs = _runs("IB", names, "Ring")
+    analysis = analyze(sweep, HardwareOptions(), runs)
+    rows = analysis.rows.to_pandas()
+    run = {"status": "complete", "rows": len(rows), "errors": [], "last_line": 40}
+    verdict = judge_run(run, AnalysedRows(rows), VerdictPolicy())
+    assert set(rows["ideal_basis"].dropna()) == {"nics read"}
+    return verdict.label, verdict.headline
+
+
+def test_nics_named_without_their_speed_are_judged_between_speeds() -> None:
+    """The log names 8 NICs, the preset says 400 Gb/s each, nothing says their
+    speed: a ring between 8 x 12.5 = 100 GB/s (healthy 96) and 8 x 50 = 400 (369)."""
+    # 44 GB/s: poor even on 100 Gb/s NICs (44 / 96 = 45.8 %).
+    label, headline = _with_nics(44.0, 8)
+    assert label == "FAIL", headline
+    assert headline.startswith("far below healthy whatever the NICs' speed: ")
+    # 260 GB/s: above what 100 Gb/s NICs allow, so they are ruled out; 260 / 369.
+    label, headline = _with_nics(260.0, 8)
+    assert label == "CHECK", headline
+    assert "100 Gb/s" not in headline
+    # 90 GB/s: healthy on 100 Gb/s NICs, far below on 400 Gb/s ones: a NOTE.
+    label, headline = _with_nics(90.0, 8)
+    assert label == "NOTE", headline
+    assert headline.startswith("depends on the NICs' speed: ")
+    assert headline.endswith("pass --profile or --inter-bw with your NICs to tell")

@@ -13,6 +13,7 @@ is in :mod:`~ncclparse.efficiency.bandwidth`, the ideal in
 
 from __future__ import annotations
 
+import dataclasses
 import html
 from dataclasses import dataclass
 from pathlib import Path
@@ -76,7 +77,12 @@ _ALL_REDUCE = COLLECTIVES.index("all_reduce") + 1
 # Where a row's ideal comes from: figures the user gave (a profile, --intra-bw ...),
 # a preset matched by GPU name on one node (B is the GPU's own), or on several nodes
 # (NIC count and speed assumed: not judged).
-BASES = ("given", "device", "assumed")
+BASES = ("given", "device", "assumed", "nics read")
+# The slowest NIC a GPU cluster's RDMA fabric plausibly has: 100 Gb/s (EDR
+# InfiniBand, 100 GbE RoCE, an EFA card; sjeaugey, NVIDIA/nccl-tests #119: 12 GB/s
+# per 100 Gb/s NIC). Where a log states the NICs NCCL uses but not their speed, the
+# lenient reading takes it (docs/efficiency.md section 2).
+SLOWEST_NIC_GBPS = 12.5
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,14 +149,28 @@ def analyze(
     ideal, intra, inter = ideal_by_collective(
         bound_kind, topo["b"], topo["i"], topo["g"], n, q
     )
+    evidence = _run_evidence(measurements, runs)
+    measured = (n, q, bw["busbw_calc_gbps"])
     judged = _judged_bounds(
-        cols,
-        bound_kind,
-        (topo, hw),
-        _run_evidence(measurements, runs),
-        (n, q, bw["busbw_calc_gbps"]),
-        (ideal, intra, inter),
+        cols, bound_kind, (topo, hw), evidence, measured, (ideal, intra, inter)
     )
+    # A preset matched by GPU name on several nodes, and the log names the NICs NCCL
+    # uses: their count is known, their speed is not; the lenient reading takes the
+    # slowest plausible one.
+    nics_read = (q > 1) & ~np.isnan(log["nics"]) & ~np.isnan(topo["reach"])
+    nics_read &= not options.given
+    if nics_read.any():
+        slowest = np.minimum(1.0, SLOWEST_NIC_GBPS / hw["nic"])
+        slow = {**topo, "i": topo["i"] * slowest, "g": topo["g"] * slowest}
+        textbook = ideal_by_collective(
+            bound_kind, slow["b"], slow["i"], slow["g"], n, q
+        )
+        judged = _with_lenient(
+            judged,
+            _judged_bounds(cols, bound_kind, (slow, hw), evidence, measured, textbook),
+            nics_read,
+            bw["busbw_calc_gbps"],
+        )
     ideal, intra, inter = judged.ideal, judged.intra, judged.inter
     has_profile = ~np.isnan(hw["intra"])
     reasons |= np.where((q > 1) & np.isnan(hw["inter"]) & has_profile, why.NO_I, 0)
@@ -165,12 +185,20 @@ def analyze(
     reasons |= np.where(eff > 1, why.ABOVE, 0)
     bound = np.where(np.isnan(ideal), -1, np.where((q > 1) & (inter <= intra), 1, 0))
     basis = _basis(options, hw, q, ideal)
+    basis = np.where((basis == 2) & nics_read, 3, basis)
     if (basis == 2).any():
         reasons |= np.where(basis == 2, why.ASSUMED, 0)
         notes.append(
             "multi-node ideal from a preset matched by GPU name: its NIC count and "
             "speed are assumed, not read from the log, so efficiency is not judged; "
             "pass --profile (e.g. a cloud SKU) or --inter-bw to judge it"
+        )
+    if (basis == 3).any():
+        notes.append(
+            "multi-node ideal from a preset matched by GPU name: the log names the "
+            "NICs NCCL uses but not their speed, so the run is judged between the "
+            "slowest plausible speed (100 Gb/s per NIC) and the preset's; pass "
+            "--profile (e.g. a cloud SKU) or --inter-bw to judge it against yours"
         )
 
     # The fit needs no busbw factor: IMB pingpong and the like get one too.
@@ -321,6 +349,22 @@ def _judged_bounds(
     basis[at] = row_basis
     return _Judged(
         ideal, intra, inter, expected, ideal_low, expected_low, high, low_all, basis
+    )
+
+
+def _with_lenient(
+    judged: _Judged, other: _Judged, rows: np.ndarray, busbw: np.ndarray
+) -> _Judged:
+    """``judged`` with, at ``rows``, the lenient reading of ``other`` where its
+    expected busbw is lower and its line rate does not rule it out."""
+    with np.errstate(invalid="ignore"):
+        possible = ~(busbw > other.ideal_low * (1 + CONSISTENT))
+    lower = rows & possible & (other.expected_low < judged.expected_low)
+    return dataclasses.replace(
+        judged,
+        ideal_low=np.where(lower, other.ideal_low, judged.ideal_low),
+        expected_low=np.where(lower, other.expected_low, judged.expected_low),
+        low=np.where(lower, other.low, judged.low),
     )
 
 
@@ -618,7 +662,7 @@ def _topology(
         own = np.ceil(np.where(np.isnan(per_gpu), nics / p, per_gpu)) * hw["nic"]
         sharing = np.where(np.isnan(hw["gpus"]), p, hw["gpus"])
         g = np.where(has_nics, np.fmin(i, own), i / sharing)
-    return {"b": b, "i": i, "g": g}
+    return {"b": b, "i": i, "g": g, "reach": np.where(has_nics, reach, np.nan)}
 
 
 def _basis(

@@ -459,23 +459,31 @@ def _judgement(
     low_level = _level(median / low.expected, policy)
     measured = f"median busbw {format_gbps(median)}{span}"
     words = {"ok": "healthy", "warn": "below healthy", "bad": "far below healthy"}
-    if strict == lenient or low.expected == reading.expected:
+    if low.expected == reading.expected:
         said = _said(median, reading, strict)
         return Finding(level, f"{where}{words[level]}: {measured}: {said}")
+    # Where the log names the NICs but not their speed, the readings differ by it.
+    speeds = bool((rows["ideal_basis"][plateau] == "nics read").any())
+    slow, fast = (" on 100 Gb/s NICs", " on the preset's NICs") if speeds else ("", "")
     both = (
-        f"{measured}: as {_a(lenient)}, {_said(median, low, None)}; as "
-        f"{_a(strict)}, {_said(median, reading, None)}"
+        f"{measured}: as {_a(lenient)}{slow}, {_said(median, low, None)}; as "
+        f"{_a(strict)}{fast}, {_said(median, reading, None)}"
     )
+    what = "the NICs' speed" if speeds else "the algorithm"
     if low_level == level:
-        return Finding(level, f"{where}{words[level]} whatever the algorithm: {both}")
+        return Finding(level, f"{where}{words[level]} whatever {what}: {both}")
     advice = (
-        "; set NCCL_ALGO=Ring to test the network"
+        "; pass --profile or --inter-bw with your NICs to tell"
+        if speeds
+        else "; set NCCL_ALGO=Ring to test the network"
         if lenient == "ring"
         else f"; set NCCL_ALGO to {strict} or {lenient} to tell"
     )
     if low_level == "ok":
-        return Finding("info", f"{where}depends on the algorithm: {both}{advice}")
-    return Finding(low_level, f"{where}below healthy for any algorithm: {both}{advice}")
+        return Finding("info", f"{where}depends on {what}: {both}{advice}")
+    return Finding(
+        low_level, f"{where}below healthy for any {what[4:]}: {both}{advice}"
+    )
 
 
 # A plateau this far above the highest line rate it could have reached is not
