@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, cast
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -385,16 +386,18 @@ def _allowed(
     # Only per-size choices and NVLS's size threshold tell sizes apart.
     large = np.where(size >= algo.NVLS_FROM_BYTES, algo.NVLS_FROM_BYTES, 0)
     keyed_size = np.where(tuned[run], size, large)
-    keys = np.stack(
-        [
-            run,
-            c.code[at],
-            np.nan_to_num(q[at], nan=-1),
-            np.nan_to_num(n[at], nan=-1),
-            keyed_size,
-        ]
-    ).T
-    distinct, inverse = np.unique(keys, axis=0, return_inverse=True)
+    keys = pd.DataFrame(
+        {
+            "run": run,
+            "code": c.code[at],
+            "q": np.nan_to_num(q[at], nan=-1),
+            "n": np.nan_to_num(n[at], nan=-1),
+            "size": keyed_size,
+        }
+    )
+    # pandas hashes the rows; np.unique(axis=0) sorted them: 1 s at a million.
+    inverse = keys.groupby(list(keys.columns), sort=False).ngroup().to_numpy()
+    distinct = keys.groupby(list(keys.columns), sort=False).head(1).to_numpy()
     masks = np.zeros((len(algo.ALGORITHMS), len(distinct)), dtype=bool)
     bases = np.zeros(len(distinct), dtype=np.int64)
     for k, (r, code, nodes, ranks, sized) in enumerate(distinct.tolist()):
@@ -409,11 +412,9 @@ def _allowed(
 
 def _labels(index: np.ndarray, usable: np.ndarray) -> pa.Array[Any]:
     """Algorithm names of indices (-2: point-to-point, -1 or unusable: null)."""
-    names = [
-        None if not ok or k == -1 else "p2p" if k == -2 else algo.ALGORITHMS[k]
-        for k, ok in zip(index.tolist(), usable.tolist(), strict=True)
-    ]
-    return pa.array(names, type=pa.string())
+    p2p = len(algo.ALGORITHMS)
+    codes = np.where(usable, np.where(index == -2, p2p, index), -1)
+    return arr.labels(codes, (*algo.ALGORITHMS, "p2p"))
 
 
 def _gaps(
@@ -613,26 +614,24 @@ def _run_evidence(
     if runs is not None:
         for run in runs.to_pylist():
             facts[(run["source"], run["run"])] = run
-    keys = list(
-        zip(
-            cast("list[str]", measurements.column("source").to_pylist()),
-            cast("list[int]", measurements.column("run").to_pylist()),
-            strict=True,
-        )
-    )
-    index: dict[tuple[str, int], int] = {}
+    if measurements.num_rows == 0:
+        return np.zeros(0, dtype=np.int64), []
+    # One look-up per run, not per row: a million rows hold a few runs.
+    source = arr.key_codes(measurements.column("source"))
+    run_no = arr.key_codes(measurements.column("run"))
+    pairs = np.stack([source, run_no]).T
+    _, first, at = np.unique(pairs, axis=0, return_index=True, return_inverse=True)
     said: list[algo.Evidence] = []
-    tools = measurements.column("tool").to_pylist()
-    devices = measurements.column("device").to_pylist()
-    at = np.empty(len(keys), dtype=np.int64)
-    for row, key in enumerate(keys):
-        found = index.get(key)
-        if found is None:
-            run = facts.get(key) or {"tool": tools[row], "devices": [devices[row]]}
-            found = index[key] = len(said)
-            said.append(algo.Evidence.of_run(run))
-        at[row] = found
-    return at, said
+    picked = measurements.take(pa.array(first, type=pa.int64())).select(
+        ["source", "run", "tool", "device"]
+    )
+    for row in picked.to_pylist():
+        run = facts.get((row["source"], row["run"])) or {
+            "tool": row["tool"],
+            "devices": [row["device"]],
+        }
+        said.append(algo.Evidence.of_run(run))
+    return np.asarray(at, dtype=np.int64).reshape(-1), said
 
 
 def _topology(
