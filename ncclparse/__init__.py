@@ -56,6 +56,11 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module 'ncclparse' has no attribute {name!r}")
 
 
+def __dir__() -> list[str]:
+    """The public names (``dir(ncclparse)``, notebooks' completion), lazy ones too."""
+    return sorted(__all__)
+
+
 __all__ = [
     "FAILURES_SCHEMA",
     "MEASUREMENTS_SCHEMA",

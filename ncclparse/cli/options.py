@@ -13,7 +13,7 @@ import sys
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, overload
 
 import click
 
@@ -297,16 +297,42 @@ def history_locking(command: Callable[..., Any]) -> Callable[..., Any]:
 LOCKING = history_locking
 
 
-def hardware_options(command: Callable[..., Any]) -> Callable[..., Any]:
+@overload
+def hardware_options(
+    command: Callable[..., Any], *, validate: bool = True
+) -> Callable[..., Any]: ...
+
+
+@overload
+def hardware_options(
+    command: None = None, *, validate: bool = True
+) -> Callable[[Callable[..., Any]], Callable[..., Any]]: ...
+
+
+def hardware_options(
+    command: Callable[..., Any] | None = None, *, validate: bool = True
+) -> Any:
     """Add the hardware options to ``command``, which receives them as one
-    ``hardware`` value (:class:`ncclparse.efficiency.HardwareOptions`)."""
+    ``hardware`` value (:class:`ncclparse.efficiency.HardwareOptions`). With
+    ``validate``, a profile or figure that cannot be read is a usage error (exit 2)
+    before any input is read; ``check`` validates them itself, so that its outputs
+    are replaced by failing ones (``@hardware_options(validate=False)``)."""
+    if command is None:
+        return functools.partial(hardware_options, validate=validate)
 
     @functools.wraps(command)
     def with_hardware(*args: Any, **kwargs: Any) -> Any:
         from ncclparse.efficiency.hardware import HardwareOptions
+        from ncclparse.errors import ProfileError
 
         given = {name: kwargs.pop(name) for name in _HARDWARE}
-        return command(*args, hardware=HardwareOptions(**given), **kwargs)
+        hardware = HardwareOptions(**given)
+        try:  # a misspelt preset or a bad file is configuration: exit 2, read nothing
+            if validate:
+                hardware.resolve()
+        except ProfileError as exc:
+            raise click.UsageError(str(exc)) from exc
+        return command(*args, hardware=hardware, **kwargs)
 
     options = [
         click.option(

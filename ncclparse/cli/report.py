@@ -71,12 +71,16 @@ def report(
     """Write a self-contained report of INPUTS: verdicts, charts, tables, warnings.
 
     The HTML page needs no network and no JavaScript; the same inputs give the same
-    bytes. Exit status as for `parse`.
+    bytes. Exit status as for `parse`; when no input could be read, no page is
+    written (an existing one is left as it was).
     """
     from ncclparse.inputs.points import REPORT_LIMITS
     from ncclparse.report import build_context, render_report
 
     result, failures = parse_points(inputs, quiet, REPORT_LIMITS, filters, jobs)
+    if failures and result.runs.num_rows == 0:
+        # Nothing to report: an existing page (last night's) is left as it was.
+        raise click.ClickException("no report written: no input could be read")
     context = build_context(
         result,
         hardware=hardware,

@@ -1,0 +1,63 @@
+"""Configuration errors end a command before any input is read (exit 2), and a
+command that could read nothing leaves an existing output as it was."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import ncclparse
+from ncclparse.cli.app import cli
+
+EXAMPLE = str(
+    Path(__file__).resolve().parent.parent
+    / "examples"
+    / "all_reduce_16rank_2node_h100.log"
+)
+UNKNOWN = "Error: unknown hardware profile 'h10O': use one of "
+
+
+@pytest.mark.parametrize("command", ["report", "analyze"])
+def test_a_misspelt_profile_is_exit_2_before_any_log_is_read(
+    command: str, tmp_path: Path
+) -> None:
+    out = tmp_path / ("r.html" if command == "report" else "a.parquet")
+    result = CliRunner().invoke(
+        cli, [command, EXAMPLE, "--profile", "h10O", "-o", str(out)]
+    )
+    assert result.exit_code == 2
+    assert UNKNOWN in result.stderr
+    assert "nccl-tests, 1 run" not in result.stderr  # the log was not parsed
+    assert not out.exists()
+
+
+def test_a_report_of_nothing_leaves_the_last_page(tmp_path: Path) -> None:
+    page = tmp_path / "report.html"
+    page.write_text("last night's report")
+    result = CliRunner().invoke(
+        cli, ["report", str(tmp_path / "nosuch.log"), "-o", str(page)]
+    )
+    assert result.exit_code == 1
+    assert result.stderr.splitlines() == [
+        f"Error: {tmp_path / 'nosuch.log'}: no such file or directory",
+        "Error: no report written: no input could be read",
+    ]
+    assert page.read_text() == "last night's report"
+
+
+def test_a_report_with_one_readable_input_is_written(tmp_path: Path) -> None:
+    """Nothing is lost: the page of what could be read names what could not."""
+    page = tmp_path / "report.html"
+    missing = tmp_path / "nosuch.log"
+    result = CliRunner().invoke(cli, ["report", EXAMPLE, str(missing), "-o", str(page)])
+    assert result.exit_code == 1
+    assert str(missing) in page.read_text()
+
+
+def test_dir_lists_the_public_names() -> None:
+    names = dir(ncclparse)
+    assert names == sorted(ncclparse.__all__)
+    assert {"parse", "parse_many", "check", "__version__"} <= set(names)
+    assert not {"Any", "TYPE_CHECKING", "importlib", "annotations"} & set(names)
