@@ -61,3 +61,20 @@ def test_dir_lists_the_public_names() -> None:
     assert names == sorted(ncclparse.__all__)
     assert {"parse", "parse_many", "check", "__version__"} <= set(names)
     assert not {"Any", "TYPE_CHECKING", "importlib", "annotations"} & set(names)
+
+
+def test_a_profile_of_another_gpu_is_not_applied() -> None:
+    """--profile h100 on an A100 log: judged against H100 figures it would FAIL;
+    the profile is not applied to it and the assumptions say why."""
+    from ncclparse.efficiency import HardwareOptions, analyze
+
+    log = Path(__file__).parent / "fixtures/nccl_info/efa-2node-16gpu-a100-p4d-eks.log"
+    parsed = ncclparse.parse(log)
+    got = analyze(parsed.measurements, HardwareOptions(profile="h100"), parsed.runs)
+    assert got.rows.column("ideal_busbw_gbps").null_count == got.rows.num_rows
+    assert (
+        "profile h100 not applied to A100-SXM4-40GB rows: it describes another GPU; "
+        "pass a profile for that GPU to judge them"
+    ) in got.assumptions
+    same = analyze(parsed.measurements, HardwareOptions(profile="aws-p4d"), parsed.runs)
+    assert same.rows.column("ideal_busbw_gbps").null_count < same.rows.num_rows

@@ -34,6 +34,7 @@ from ncclparse.efficiency.fits import FIT_CLASSES, Fit, fit_series
 from ncclparse.efficiency.hardware import (
     HardwareOptions,
     HardwareProfile,
+    another_gpu,
 )
 from ncclparse.efficiency.ideal import ideal_by_collective
 from ncclparse.errors import ProfileError
@@ -462,7 +463,15 @@ def _row_hardware(
     profiles: list[HardwareProfile | None] = []
     if options.profile is not None:
         chosen, found = options.resolve()
-        profiles, notes[:0] = [chosen] * len(names), found
+        notes[:0] = found
+        for name in names:
+            other = chosen is not None and another_gpu(chosen, name)
+            profiles.append(None if other else chosen)
+            if other and chosen is not None:
+                notes.append(
+                    f"profile {chosen.name} not applied to {name} rows: it describes "
+                    "another GPU; pass a profile for that GPU to judge them"
+                )
     else:
         for name in names:
             chosen, found = options.resolve(name)

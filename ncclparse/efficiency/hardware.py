@@ -58,6 +58,7 @@ _PLAIN = {
     "intra_topology",
     "intra_link",
     "net_link",
+    "gpu_pattern",
 }
 
 
@@ -190,6 +191,17 @@ class HardwareOptions:
             hw_latency=self.hw_latency,
             device_name=None if self.profile is not None else device_name,
         )
+
+
+def another_gpu(profile: HardwareProfile, device: str | None) -> bool:
+    """Whether ``device`` names a GPU other than ``profile``'s: the device is one a
+    preset knows (``match_device``) and the profile's GPU pattern does not match it.
+    A device no preset knows ("NVIDIA Graphics Device", a PCIe card) or a profile
+    that names no GPU is never another."""
+    pattern = profile.device_pattern or profile.gpu_pattern
+    if not device or pattern is None or match_device(device) is None:
+        return False
+    return re.search(pattern, device, re.I) is None
 
 
 def _is_path(text: str) -> bool:

@@ -325,6 +325,7 @@ PRESETS: dict[str, HardwareProfile] = {
         ),
         HardwareProfile(
             name="gcp-a3-high",
+            gpu_pattern=r"\bH100\b",
             intra_link="nvlink4",
             net_link="tcpx",
             description="Google Cloud a3-highgpu-8g: 8 x H100, NVSwitch, "
@@ -353,6 +354,7 @@ PRESETS: dict[str, HardwareProfile] = {
         ),
         HardwareProfile(
             name="gcp-a3-mega",
+            gpu_pattern=r"\bH100\b",
             intra_link="nvlink4",
             net_link="tcpx",
             description="Google Cloud a3-megagpu-8g: 8 x H100, NVSwitch, "
@@ -380,6 +382,7 @@ PRESETS: dict[str, HardwareProfile] = {
         ),
         HardwareProfile(
             name="gcp-a3-ultra",
+            gpu_pattern=r"\bH200\b",
             intra_link="nvlink4",
             net_link="roce",
             description="Google Cloud a3-ultragpu-8g: 8 x H200, NVSwitch, "
@@ -403,6 +406,7 @@ PRESETS: dict[str, HardwareProfile] = {
         ),
         HardwareProfile(
             name="azure-nd-h100-v5",
+            gpu_pattern=r"\bH100\b",
             intra_link="nvlink4",
             net_link="ib",
             description="Azure Standard_ND96isr_H100_v5: 8 x H100, NVLink 4.0, "
@@ -426,6 +430,7 @@ PRESETS: dict[str, HardwareProfile] = {
         ),
         HardwareProfile(
             name="azure-nd-a100-v4",
+            gpu_pattern=r"\bA100\b",
             intra_link="nvlink3",
             net_link="ib",
             description="Azure Standard_ND96asr_v4: 8 x A100 40GB, NVLink 3.0, "
@@ -450,6 +455,7 @@ PRESETS: dict[str, HardwareProfile] = {
         ),
         HardwareProfile(
             name="azure-nd-mi300x-v5",
+            gpu_pattern=r"MI300X",
             intra_link="xgmi",
             net_link="ib",
             description="Azure Standard_ND96isr_MI300X_v5: 8 x MI300X, Infinity "
@@ -475,6 +481,7 @@ PRESETS: dict[str, HardwareProfile] = {
         ),
         HardwareProfile(
             name="aws-p5",
+            gpu_pattern=r"\bH100\b",
             intra_link="nvlink4",
             net_link="efa",
             description="AWS p5.48xlarge: 8 x H100, NVSwitch, 32 x 100 Gb/s EFA "
@@ -500,6 +507,7 @@ PRESETS: dict[str, HardwareProfile] = {
         ),
         HardwareProfile(
             name="aws-p4d",
+            gpu_pattern=r"\bA100\b",
             intra_link="nvlink3",
             net_link="efa",
             description="AWS p4d.24xlarge: 8 x A100 40GB, NVSwitch, 4 x 100 Gb/s "

@@ -31,7 +31,9 @@ class HardwareProfile:
     types (:mod:`~ncclparse.efficiency.achievable`: ``nvlink3``, ``nvlink4``,
     ``nvlink5``, ``xgmi``, ``pcie``; ``ib``, ``roce``, ``efa``, ``slingshot``,
     ``tcpx``) whose healthy fraction of line rate the verdict judges against; None
-    is the lowest of its side. ``sources`` maps each figure's field name to where
+    is the lowest of its side. ``gpu_pattern`` names the GPU of a profile that is
+    never matched by device name (a cloud SKU); ``device_pattern`` serves for the
+    others. ``sources`` maps each figure's field name to where
     it comes from.
     """
 
@@ -55,6 +57,7 @@ class HardwareProfile:
     device_pattern: str | None = None
     intra_link: str | None = None
     net_link: str | None = None
+    gpu_pattern: str | None = None
     sources: tuple[tuple[str, str], ...] = ()
 
     def __post_init__(self) -> None:
