@@ -15,6 +15,9 @@ import pyarrow as pa
 from ncclparse._arrays import array, empty_table
 from ncclparse.errors import SchemaError
 
+# The tools that drive NCCL (or RCCL): GPU collectives, NCCL's algorithms and protocols.
+NCCL_TOOLS = frozenset({"nccl-tests", "rccl-tests"})
+
 # Schema history:
 #   1 - first release: measurements + runs as documented in schema.md.
 #       Columns added after the documented set (additions do not bump the version):

@@ -233,12 +233,14 @@ def test_thresholds_and_profile_options_change_the_verdict() -> None:
     ).runs
     assert run.verdict.label == "CHECK"
     # B 150, I 100: every algorithm's line rate is below 330.6 (NVLSTree's highest,
-    # min(2 x 15/16 x 100, 2 x 7/8 x 150) = 187.5).
+    # min(2 x 15/16 x 100, 2 x 7/8 x 150) = 187.5), and 330.6 / 187.5 = 176.3 %.
     low = HardwareOptions(profile="h100", intra_bw="150GB/s", inter_bw="100GB/s")
     (run,) = build_context(result, hardware=low).runs
     assert run.verdict.label == "NOTE"
     assert run.verdict.headline == (
-        "above the ideal: median busbw 330.6 GB/s on the plateau, 2 GiB to 8 GiB is 176.3 % of an NVLSTree's line rate (187.5 GB/s); in-network reduction (SHARP) or a hardware profile that is too low"
+        "above the ideal: median busbw 330.6 GB/s on the plateau, 2 GiB to 8 GiB is "
+        "176.3 % of an NVLSTree's line rate (187.5 GB/s); in-network reduction "
+        "(SHARP) or a hardware profile that is too low"
     )
 
 

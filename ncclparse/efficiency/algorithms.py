@@ -34,24 +34,25 @@ topology and the GPU.
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import numpy.typing as npt
 
+from ncclparse.schema import NCCL_TOOLS
+
 __all__ = [
     "ALGORITHMS",
     "NVLS_FROM_BYTES",
+    "RULED_OUT",
     "SHOWN",
-    "UNKNOWN",
     "Evidence",
     "algorithm_bounds",
     "allowed_by_setting",
     "candidates",
     "lowest_and_highest",
-    "names",
 ]
 
 ALGORITHMS = ("ring", "tree", "nvls", "nvls_tree", "collnet", "pat", "hierarchical")
@@ -68,6 +69,10 @@ SHOWN = {
     "p2p": "point-to-point exchange",
 }
 RING, TREE, NVLS, NVLS_TREE, COLLNET, PAT, HIERARCHICAL = range(len(ALGORITHMS))
+# A busbw this much above an algorithm's line rate rules the algorithm out (printing
+# and timer noise stay well within it); above every line rate, the verdict does not
+# judge (the profile, or the topology read, is wrong, not the fabric).
+RULED_OUT = 0.02
 # NCCL_ALGO's names (case-insensitive, tuning.cc's ncclAlgoStr) to ours.
 _NCCL_NAMES = {
     "ring": (RING,),
@@ -170,7 +175,7 @@ class Evidence:
             collective = None if name is None else _canonical(str(name))
             tuned.setdefault((collective, int(size)), set()).update(algorithm)
         return cls(
-            nccl=tool in ("nccl-tests", "rccl-tests"),
+            nccl=tool in NCCL_TOOLS,
             vendor_nvidia=tool == "nccl-tests",
             device=device,
             nccl_algo=run.get("nccl_algo"),
@@ -180,9 +185,6 @@ class Evidence:
             collnet=run.get("collnet"),
             tuned={k: frozenset(v) for k, v in tuned.items()},
         )
-
-
-UNKNOWN = Evidence(False, False, None, None, None, None, None, None, {})
 
 
 # From this size up, an all_reduce on one or two nodes where the log shows NVLS
@@ -324,8 +326,3 @@ def lowest_and_highest(
     high = np.where(fallback.any(axis=0), top, high)
     none = ~usable.any(axis=0)
     return np.where(none, -1, low), np.where(none, -1, high)
-
-
-def names(index: npt.NDArray[np.intp]) -> Sequence[str | None]:
-    """Algorithm names of indices (-1: None)."""
-    return [None if k < 0 else ALGORITHMS[k] for k in index.tolist()]

@@ -17,7 +17,7 @@ import dataclasses
 import html
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, cast
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -142,7 +142,8 @@ def analyze(
     bw = bandwidths(cols)
     reasons = bw["reasons"]
     hw, profiles = _row_hardware(cols, options, notes)
-    log = _run_topology(measurements, runs)
+    at, listed = _runs_of(measurements, runs)
+    log = _run_topology(at, listed)
     n, f = cols.nranks, bw["busbw_factor"]
     q, q_reasons = _nodes(cols, hw, log, options, notes)
     reasons |= np.where(np.isnan(hw["intra"]), why.NO_PROFILE, 0) | q_reasons
@@ -151,7 +152,7 @@ def analyze(
     ideal, intra, inter = ideal_by_collective(
         bound_kind, topo["b"], topo["i"], topo["g"], n, q
     )
-    evidence = _run_evidence(measurements, runs)
+    evidence = (at, [algo.Evidence.of_run(run) for run in listed])
     measured = (n, q, bw["busbw_calc_gbps"])
     judged = _judged_bounds(
         cols, bound_kind, (topo, hw), evidence, measured, (ideal, intra, inter)
@@ -263,9 +264,6 @@ def analyze(
 # given what the log says (NVLS channels), or it is one of several NCCL could have
 # chosen (the verdict then states the readings of the lowest and highest).
 ALGORITHM_BASES = ("log", "only", "inferred", "assumed")
-# A busbw this much above an algorithm's line rate rules the algorithm out
-# (printing and timer noise stay well within it).
-CONSISTENT = 0.02
 _POINT_TO_POINT = frozenset({Bound.ALLTOALL, Bound.PAIR, Bound.ROOTED})
 
 
@@ -329,7 +327,7 @@ def _judged_bounds(
         )
     allowed, row_basis = _allowed(c, at, evidence, n, q)
     low, high_at = algo.lowest_and_highest(
-        bound, a_expected, allowed, busbw[at], CONSISTENT
+        bound, a_expected, allowed, busbw[at], algo.RULED_OUT
     )
     pick = np.arange(len(at))
 
@@ -360,7 +358,7 @@ def _with_lenient(
     """``judged`` with, at ``rows``, the lenient reading of ``other`` where its
     expected busbw is lower and its line rate does not rule it out."""
     with np.errstate(invalid="ignore"):
-        possible = ~(busbw > other.ideal_low * (1 + CONSISTENT))
+        possible = ~(busbw > other.ideal_low * (1 + algo.RULED_OUT))
     lower = rows & possible & (other.expected_low < judged.expected_low)
     return dataclasses.replace(
         judged,
@@ -578,69 +576,51 @@ def _nodes(
     return np.where(uneven, np.nan, q), reasons
 
 
-def _run_topology(
+def _runs_of(
     measurements: pa.Table, runs: pa.Table | None
-) -> dict[str, np.ndarray]:
-    """Per row, what its run's log says: NICs in use, GPUs per node, GPUDirect RDMA
-    (1 yes, 0 no, NaN not said). NaN everywhere without a runs table."""
-    size = measurements.num_rows
-    empty = {k: np.full(size, np.nan) for k in ("nics", "local_ranks", "gdr")}
-    if runs is None or runs.num_rows == 0 or size == 0:
-        return empty
-    facts: dict[tuple[str, int], tuple[float, float, float]] = {}
-    names = set(runs.column_names)
-    for run in runs.to_pylist():
-        # Only NICs of an RDMA transport stand for the profile's NICs; a socket
-        # fallback's interfaces do not (the verdict names that fallback).
-        rdma = run.get("net") not in (None, "Socket")
-        nics = len(run["nics"]) if "nics" in names and run["nics"] and rdma else np.nan
-        local = run.get("local_ranks") if "local_ranks" in names else None
-        gdr = run.get("gdr") if "gdr" in names else None
-        facts[(run["source"], run["run"])] = (
-            float(nics),
-            np.nan if local is None else float(local),
-            np.nan if gdr is None else float(gdr),
-        )
-    # source and run are non-null columns of the measurements schema.
-    keys = zip(
-        cast("list[str]", measurements.column("source").to_pylist()),
-        cast("list[int]", measurements.column("run").to_pylist()),
-        strict=True,
-    )
-    table = np.array(
-        [facts.get(k, (np.nan,) * 3) for k in keys], dtype=np.float64
-    ).reshape(size, 3)
-    return {"nics": table[:, 0], "local_ranks": table[:, 1], "gdr": table[:, 2]}
-
-
-def _run_evidence(
-    measurements: pa.Table, runs: pa.Table | None
-) -> tuple[np.ndarray, list[algo.Evidence]]:
-    """Per row, the index of its run's :class:`~ncclparse.efficiency.algorithms.
-    Evidence` in the list returned: what the ``runs`` row says of NCCL's algorithms,
-    or, without one, the row's own tool and device."""
+) -> tuple[np.ndarray, list[dict[str, Any]]]:
+    """Per row, the index of its run in the list returned: that run's ``runs`` row
+    or, without one, the row's own tool and device. One look-up per run, not per
+    row: a million rows hold a few runs."""
     facts: dict[tuple[str, int], dict[str, Any]] = {}
     if runs is not None:
         for run in runs.to_pylist():
             facts[(run["source"], run["run"])] = run
     if measurements.num_rows == 0:
         return np.zeros(0, dtype=np.int64), []
-    # One look-up per run, not per row: a million rows hold a few runs.
     source = arr.key_codes(measurements.column("source"))
     run_no = arr.key_codes(measurements.column("run"))
     pairs = np.stack([source, run_no]).T
     _, first, at = np.unique(pairs, axis=0, return_index=True, return_inverse=True)
-    said: list[algo.Evidence] = []
     picked = measurements.take(pa.array(first, type=pa.int64())).select(
         ["source", "run", "tool", "device"]
     )
-    for row in picked.to_pylist():
-        run = facts.get((row["source"], row["run"])) or {
-            "tool": row["tool"],
-            "devices": [row["device"]],
-        }
-        said.append(algo.Evidence.of_run(run))
-    return np.asarray(at, dtype=np.int64).reshape(-1), said
+    listed = [
+        facts.get((row["source"], row["run"]))
+        or {"tool": row["tool"], "devices": [row["device"]]}
+        for row in picked.to_pylist()
+    ]
+    return np.asarray(at, dtype=np.int64).reshape(-1), listed
+
+
+def _run_topology(
+    at: np.ndarray, listed: list[dict[str, Any]]
+) -> dict[str, np.ndarray]:
+    """Per row (``at``: its run in ``listed``, :func:`_runs_of`), what its run's log
+    says: NICs in use, GPUs per node, GPUDirect RDMA (1 yes, 0 no, NaN not said)."""
+    facts = np.full((len(listed) + 1, 3), np.nan)
+    for index, run in enumerate(listed):
+        # Only NICs of an RDMA transport stand for the profile's NICs; a socket
+        # fallback's interfaces do not (the verdict names that fallback).
+        rdma = run.get("net") not in (None, "Socket")
+        nics, local, gdr = run.get("nics"), run.get("local_ranks"), run.get("gdr")
+        facts[index] = (
+            len(nics) if nics and rdma else np.nan,
+            np.nan if local is None else float(local),
+            np.nan if gdr is None else float(gdr),
+        )
+    table = facts[at] if len(at) else facts[:0]
+    return {"nics": table[:, 0], "local_ranks": table[:, 1], "gdr": table[:, 2]}
 
 
 def _topology(

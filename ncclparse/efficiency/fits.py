@@ -37,7 +37,7 @@ import pyarrow as pa
 from ncclparse import _arrow as arr
 from ncclparse.efficiency import notes as why
 from ncclparse.efficiency.curve import expected_curve
-from ncclparse.schema import SERIES_KEYS
+from ncclparse.schema import NCCL_TOOLS, SERIES_KEYS
 
 FIT_CLASSES = (
     "excellent",
@@ -72,7 +72,6 @@ MIN_SIZES = 3  # distinct non-zero sizes a fit takes
 # src/graph/tuning.cc) is a few % of the time, and nccl-tests' plateau is reached
 # from ~256 MB-1 GB (sjeaugey, NVIDIA/nccl-tests #212).
 BANDWIDTH_BOUND_BYTES = 1 << 30
-GPU_TOOLS = ("nccl-tests", "rccl-tests")  # their curve's segments are NCCL protocols
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,7 +163,9 @@ def fit_series(
     # The model is the expected curve (its segment's alpha and n/beta per row); the
     # regime stays the single line's.
     tools = table.column("tool").take(pa.array(first, type=pa.int64()))
-    gpu = np.isin(arr.fill_null(tools, "").to_numpy(zero_copy_only=False), GPU_TOOLS)
+    gpu = np.isin(
+        arr.fill_null(tools, "").to_numpy(zero_copy_only=False), list(NCCL_TOOLS)
+    )
     curve = expected_curve(gid, x, fit_index, y, beta, gpu)
     on_curve = curve.segment >= 0
     seg_alpha = np.where(on_curve, curve.alpha, alpha_r)

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass, fields
 from typing import Any
 
+from ncclparse.efficiency.achievable import INTRA, NET
 from ncclparse.errors import ProfileError
 
 
@@ -73,8 +74,6 @@ class HardwareProfile:
             value = getattr(self, name)
             if value is not None and not value > 0:
                 raise ProfileError(f"profile {self.name!r}: {name} must be positive")
-        from ncclparse.efficiency.achievable import INTRA, NET
-
         for name, known in (("intra_link", INTRA), ("net_link", NET)):
             value = getattr(self, name)
             if value is not None and value not in known:

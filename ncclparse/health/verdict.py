@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 
-from ncclparse.efficiency.algorithms import SHOWN
+from ncclparse.efficiency.algorithms import RULED_OUT, SHOWN
 from ncclparse.efficiency.fits import MIN_SIZES, PLATEAU, STILL_RISING
 from ncclparse.formatting import (
     format_bytes,
@@ -36,7 +36,7 @@ from ncclparse.formatting import (
     series_label,
 )
 from ncclparse.health.rules import VerdictPolicy
-from ncclparse.schema import BLOCK_KEYS, SERIES_KEYS
+from ncclparse.schema import BLOCK_KEYS, NCCL_TOOLS, SERIES_KEYS
 
 __all__ = [
     "JUDGED_COLUMNS",
@@ -94,7 +94,6 @@ FALL = 0.8  # busbw at the largest size below 80 % of its peak: falling with siz
 # the corpus' dips); CPU benchmarks (oneCCL, IMB) fall by 80-99 % where a message
 # outgrows a cache, which is not a fault, so they are not judged on it.
 COLLAPSE = 0.5
-GPU_TOOLS = frozenset({"nccl-tests", "rccl-tests"})
 APART = 0.75  # in-place below 75 % of out-of-place (or the reverse): apart
 SPREAD = 2.0  # slowest time over twice the fastest at one size: a wide spread
 # Words and symbols, not colour alone: a verdict must survive grey-scale printing.
@@ -189,7 +188,7 @@ def judge_run(
     the caller has them already.
     """
     mine = rows
-    gpu = run.get("tool") in GPU_TOOLS
+    gpu = run.get("tool") in NCCL_TOOLS
     findings = [*_status(run), *_data(run, mine)]
     found = blocks_of(mine) if blocks is None else blocks
     for key, block in found:
@@ -446,7 +445,7 @@ def _judgement(
             "--profile or --inter-bw to judge it",
         )
     line_rate = median / reading.line_rate
-    if line_rate > 1 + ABOVE_LINE_RATE:
+    if line_rate > 1 + RULED_OUT:
         # Beyond every bound the profile allows: the profile may be too low.
         return Finding(
             "info",
@@ -484,11 +483,6 @@ def _judgement(
     return Finding(
         low_level, f"{where}below healthy for any {what[4:]}: {both}{advice}"
     )
-
-
-# A plateau this far above the highest line rate it could have reached is not
-# judged: the profile (or the topology read) is wrong, not the fabric.
-ABOVE_LINE_RATE = 0.02
 
 
 @dataclass(frozen=True, slots=True)
