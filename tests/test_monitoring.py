@@ -223,6 +223,21 @@ def test_series_are_the_same_every_night(runner: CliRunner, tmp_path: Path) -> N
         assert result.exit_code == (1 if wrong else 0), result.output
         texts.append(prom.read_text())
     first, second = (prometheus_samples(t) for t in texts)
+    # The one family written only while failing: the hosts of tonight's failed run.
+    failed_hosts = [s for s in second if s[0] == "ncclparse_check_failed_hosts"]
+    assert failed_hosts == [
+        (
+            "ncclparse_check_failed_hosts",
+            (
+                ("cluster", "a3"),
+                ("collective", "all_reduce"),
+                ("hosts", "node01,node02"),
+                ("rule", "integrity"),
+            ),
+            1.0,
+        )
+    ]
+    second = [s for s in second if s not in failed_hosts]
     assert _series(first) == _series(second)
     values = {v for _, labels, _ in first for _, v in labels}
     assert not [v for v in values if "/" in v or "2026" in v or "#" in v or "log" in v]
@@ -268,11 +283,11 @@ def test_cases_are_aggregated_by_identity(runner: CliRunner, tmp_path: Path) -> 
         'ncclparse_check_case_failed{cluster="a3",rule="slow-host",name="hosts"} 0',
     ]
     # 3 runs: one integrity and one verdict case each, a latency case per placement.
-    assert _lines(text, "ncclparse_check_case_count") == [
-        f'ncclparse_check_case_count{{cluster="a3",rule="integrity",{shape}}} 3',
-        f'ncclparse_check_case_count{{cluster="a3",rule="verdict",{shape}}} 3',
-        f'ncclparse_check_case_count{{cluster="a3",rule="latency",{shape}}} 6',
-        'ncclparse_check_case_count{cluster="a3",rule="slow-host",name="hosts"} 1',
+    assert _lines(text, "ncclparse_check_case_judged") == [
+        f'ncclparse_check_case_judged{{cluster="a3",rule="integrity",{shape}}} 3',
+        f'ncclparse_check_case_judged{{cluster="a3",rule="verdict",{shape}}} 3',
+        f'ncclparse_check_case_judged{{cluster="a3",rule="latency",{shape}}} 6',
+        'ncclparse_check_case_judged{cluster="a3",rule="slow-host",name="hosts"} 1',
     ]
     lines = text.splitlines()
     assert "ncclparse_check_runs 3" in lines
@@ -388,7 +403,7 @@ def test_a_check_that_could_not_complete(tmp_path: Path) -> None:
         ("ncclparse_check_cases", {"status": "skip"}, 0.0),
         ("ncclparse_check_runs", {}, 0.0),
         ("ncclparse_check_case_failed", {"rule": "error", "name": "ncclparse check"}, 1.0),
-        ("ncclparse_check_case_count", {"rule": "error", "name": "ncclparse check"}, 1.0),
+        ("ncclparse_check_case_judged", {"rule": "error", "name": "ncclparse check"}, 1.0),
         ("ncclparse_check_timestamp_seconds", {}, 1.5),
     ]  # fmt: skip
 

@@ -127,12 +127,17 @@ def test_prometheus_textfile() -> None:
         f'ncclparse_check_case_failed{{{tags},rule="integrity"}} 0\n'
         f'ncclparse_check_case_failed{{{tags},rule="latency",collective="all_reduce"}} 1\n'
         f'ncclparse_check_case_failed{{{tags},rule="slow-host",name="hosts"}} 0\n'
-        "# HELP ncclparse_check_case_count Check cases of this rule and identity "
+        "# HELP ncclparse_check_case_judged Check cases of this rule and identity "
         "(collective, nodes, ranks).\n"
-        "# TYPE ncclparse_check_case_count gauge\n"
-        f'ncclparse_check_case_count{{{tags},rule="integrity"}} 1\n'
-        f'ncclparse_check_case_count{{{tags},rule="latency",collective="all_reduce"}} 1\n'
-        f'ncclparse_check_case_count{{{tags},rule="slow-host",name="hosts"}} 1\n'
+        "# TYPE ncclparse_check_case_judged gauge\n"
+        f'ncclparse_check_case_judged{{{tags},rule="integrity"}} 1\n'
+        f'ncclparse_check_case_judged{{{tags},rule="latency",collective="all_reduce"}} 1\n'
+        f'ncclparse_check_case_judged{{{tags},rule="slow-host",name="hosts"}} 1\n'
+        "# HELP ncclparse_check_failed_hosts Failed check cases of runs on these "
+        "hosts (present only while failing).\n"
+        "# TYPE ncclparse_check_failed_hosts gauge\n"
+        f'ncclparse_check_failed_hosts{{{tags},rule="latency",hosts="node1",'
+        'collective="all_reduce"} 1\n'
         "# HELP ncclparse_check_duration_seconds How long the check took: reading "
         "the logs and the history, judging.\n"
         "# TYPE ncclparse_check_duration_seconds gauge\n"

@@ -275,9 +275,10 @@ def to_prometheus(result: CheckResult, *, timestamp: float | None = None) -> str
     ``result.seconds`` is known) and, when given,
     ``ncclparse_check_timestamp_seconds``. By identity, ``<tags>`` first (the
     result's tags, named by :func:`tag_labels`):
-    ``ncclparse_check_case_failed`` and ``ncclparse_check_case_count`` (failed and
+    ``ncclparse_check_case_failed`` and ``ncclparse_check_case_judged`` (failed and
     all cases by rule, the case's name when it names no log, collective, nodes and
-    ranks); ``ncclparse_busbw_bytes_per_second`` and
+    ranks); ``ncclparse_check_failed_hosts`` (failed cases of runs by rule, hosts
+    and collective, only while failing); ``ncclparse_busbw_bytes_per_second`` and
     ``ncclparse_busbw_efficiency_ratio`` (min and median over the runs and
     placements of each tool, collective, dtype, nodes, ranks and size;
     efficiency only where the ideal is known, not assumed); ``ncclparse_host_slow``
@@ -338,7 +339,8 @@ def _check_families(result: CheckResult, tags: dict[str, str]) -> list[_Family]:
 
 
 def _case_families(result: CheckResult, tags: dict[str, str]) -> list[_Family]:
-    """Failed and all cases by rule and identity (_case_groups)."""
+    """Failed and all cases by rule and identity (_case_groups); the hosts of each
+    failed case of a run (_failed_runs)."""
     groups = _case_groups(result, tags)
     return [
         (
@@ -347,11 +349,38 @@ def _case_families(result: CheckResult, tags: dict[str, str]) -> list[_Family]:
             [(_labelset(dict(key)), str(n)) for key, (n, _) in groups.items()],
         ),
         (
-            "ncclparse_check_case_count",
+            "ncclparse_check_case_judged",
             "Check cases of this rule and identity (collective, nodes, ranks).",
             [(_labelset(dict(key)), str(n)) for key, (_, n) in groups.items()],
         ),
+        (
+            "ncclparse_check_failed_hosts",
+            "Failed check cases of runs on these hosts (present only while failing).",
+            [(_labelset(dict(key)), str(n)) for key, n in _failed_runs(result, tags)],
+        ),
     ]
+
+
+def _failed_runs(
+    result: CheckResult, tags: Mapping[str, str]
+) -> list[tuple[tuple[tuple[str, str], ...], int]]:
+    """Failed cases of runs by tags, rule, hosts (sorted, comma-joined) and
+    collective: what an alert names (the pair of a pairwise job). Runs whose hosts
+    are unknown are counted under no ``hosts`` label. Only failures make series, so
+    a healthy night adds none and a fixed pair's series goes stale."""
+    counts: dict[tuple[tuple[str, str], ...], int] = {}
+    for case in result.cases:
+        if case.status != "fail" or case.run is None:
+            continue
+        labels = {
+            **tags,
+            "rule": case.rule,
+            "hosts": ",".join(sorted(case.hosts)),
+            "collective": case.collective or "",
+        }
+        key = tuple((k, v) for k, v in labels.items() if v)
+        counts[key] = counts.get(key, 0) + 1
+    return sorted(counts.items())
 
 
 def _busbw_families(result: CheckResult, tags: dict[str, str]) -> list[_Family]:
@@ -431,8 +460,8 @@ def _timing_families(result: CheckResult, timestamp: float | None) -> list[_Fami
 
 # Label names the metrics use themselves, and those Prometheus gives a scrape target.
 _OWN_LABELS = frozenset(
-    {"collective", "dtype", "host", "name", "nnodes", "nranks", "rule", "size_bytes",
-     "stat", "status", "tool", "version"}
+    {"collective", "dtype", "host", "hosts", "name", "nnodes", "nranks", "rule",
+     "size_bytes", "stat", "status", "tool", "version"}
 )  # fmt: skip
 _TARGET_LABELS = frozenset({"job", "instance"})
 
