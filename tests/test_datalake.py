@@ -12,7 +12,8 @@ cluster that the queries must leave out.
 
 Dask and DuckDB come with the ``test`` extra (the lowest-versions job has neither: they
 skip there). Spark runs where pyspark is installed and ``java`` is on PATH (CI installs
-neither); it is kept on the loopback interface.
+both, and requires them: tests/_required.py), in the slow set; it is kept on the
+loopback interface.
 """
 
 from __future__ import annotations
@@ -50,6 +51,7 @@ from ncclparse.schema import MEASUREMENTS_SCHEMA, RUNS_SCHEMA, conform
 from ncclparse.store.history import HISTORY_SCHEMA, ingest, read_history
 from tests import _derive as derive
 from tests._docs import code_block
+from tests._required import missing
 
 ROOT = Path(__file__).parent.parent
 DOC = ROOT / "docs" / "datalake.md"
@@ -594,9 +596,14 @@ def test_duckdb_recipe(lake: Lake) -> None:
 
 @pytest.fixture
 def spark() -> Iterator[Any]:
-    sql = pytest.importorskip("pyspark.sql")
+    try:
+        from pyspark import sql
+    except ImportError:
+        missing("spark", "pyspark is not installed")
     if shutil.which("java") is None:
-        pytest.skip("pyspark is installed but java is not on PATH: Spark needs a JVM")
+        missing(
+            "spark", "pyspark is installed but java is not on PATH: Spark needs a JVM"
+        )
     with pytest.MonkeyPatch.context() as patch:
         # Workers import ncclparse from this checkout, with this interpreter; Spark
         # stays on the loopback interface (not the address the host name resolves to).
@@ -621,7 +628,9 @@ def spark() -> Iterator[Any]:
             session.stop()
 
 
-# PySpark warns of pandas releases newer than it was tested with.
+# PySpark warns of pandas releases newer than it was tested with. A JVM and a Spark
+# session: the slow set.
+@pytest.mark.slow
 @pytest.mark.filterwarnings("ignore::FutureWarning:pyspark")
 def test_spark(lake: Lake, spark: Any) -> None:
     """One test, so that one JVM starts (xdist would start one per worker)."""
