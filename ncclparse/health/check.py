@@ -136,6 +136,7 @@ def check(
     today: dt.date | None = None,
     hardware: HardwareOptions | None = None,
     expect_history: bool = True,
+    merged_runs: frozenset[tuple[str, int]] = frozenset(),
 ) -> CheckResult:
     """Judge ``result`` (and inputs that failed to parse) against ``rules``.
 
@@ -165,7 +166,11 @@ def check(
         cases.append(no_run_case(list(dict.fromkeys([*failed, *result.accounting]))))
     wrong = rows[list(_WRONG_COLUMNS)]  # what integrity reads per run, beyond misprints
     row_groups = rows_by_run(wrong)
-    misprints = misprinted_by_run(rows)
+    misprints = {
+        run: found
+        for run, found in misprinted_by_run(rows).items()
+        if run not in merged_runs
+    }
     cases += [
         integrity_case(
             run,
