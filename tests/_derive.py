@@ -121,3 +121,12 @@ def pairwise(
                 text = scale(text, lambda _size: factor)
             logs.append((text, f"{a}-{b}.log"))
     return logs
+
+
+def repeat_sweep(text: str, times: int) -> str:
+    """The run's data rows printed ``times`` times in a row, as nccl-tests ``-N``
+    repeats a sweep within one run (the header and footer once)."""
+    lines = text.splitlines(keepends=True)
+    at = [i for i, line in enumerate(lines) if _ROW.match(line)]
+    first, last = at[0], at[-1] + 1
+    return "".join([*lines[:first], *lines[first:last] * times, *lines[last:]])

@@ -16,13 +16,14 @@ reason.
 from __future__ import annotations
 
 import datetime as dt
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from ncclparse._arrow import frame, key_text, rows_by_run, run_rows
 from ncclparse.efficiency import Analysis, HardwareOptions, analyze
@@ -136,6 +137,7 @@ def check(
     today: dt.date | None = None,
     hardware: HardwareOptions | None = None,
     expect_history: bool = True,
+    merged_runs: frozenset[tuple[str, int]] = frozenset(),
 ) -> CheckResult:
     """Judge ``result`` (and inputs that failed to parse) against ``rules``.
 
@@ -155,56 +157,184 @@ def check(
     ``expect_history``, each shape of it must be present.
     Raises ProfileError for bad hardware options.
     """
-    analysis = analyze(result.measurements, hardware, result.runs)
-    rows = _frame(analysis.rows)
     runs = {(r["source"], r["run"]): r for r in result.runs.to_pylist()}
     cases = [input_case(exc) for exc in input_failures]
     cases += [Case("input", n.source, "skip", n.text, n.source) for n in input_notes]
     if not runs:
         failed = [input_case(exc).source or "" for exc in input_failures]
         cases.append(no_run_case(list(dict.fromkeys([*failed, *result.accounting]))))
-    wrong = rows[list(_WRONG_COLUMNS)]  # what integrity reads per run, beyond misprints
-    row_groups = rows_by_run(wrong)
-    misprints = misprinted_by_run(rows)
-    cases += [
-        integrity_case(
-            run,
-            run_rows(row_groups, wrong, run["source"], run["run"]),
-            misprints.get((run["source"], run["run"]), []),
-        )
-        for run in runs.values()
-    ]
-    cases += expect_cases(rows, rules, [r["source"] for r in runs.values()])
-    chosen = base = None
+    chosen = base = lookup = None
     if history is not None:
         chosen = select_baseline(
             history, rules.history, tags=tags, exclude_keys=exclude_keys, today=today
         )
         if chosen.selected:
             base = chosen.table
-        if base is not None and expect_history:
-            cases += history_expect_cases(rows, base, rules.history)
-    cases += verdict_cases(runs, analysis, rules.verdict)
-    series = _series(rows)
-    for rule in rules.rules:
-        for key, group in series:
-            if rule.collective in (None, key[3]):
-                cases.append(_rule_case(rule, context(key, runs), group))
+            lookup = _Lookup.of(base, rules.history.min_runs)
+    judged = [
+        _judge_batch(batch, runs, rules, lookup, hardware, merged_runs)
+        for batch in _batches(result.measurements, result.runs)
+    ]
+    present = pd.concat([j.present for j in judged], ignore_index=True)
+    cases += [c for j in judged for c in j.integrity]
+    cases += expect_cases(present, rules, [r["source"] for r in runs.values()])
+    if base is not None and expect_history:
+        cases += history_expect_cases(present, base, rules.history)
+    cases += [c for j in judged for c in j.verdicts]
+    for at in range(len(rules.rules)):
+        cases += [c for j in judged for c in j.rules[at]]
     if chosen is not None:
         cases += baseline_cases(
             chosen, rules.history, first_night=first_night, name=history_name
         )
-        logs = len(set(result.measurements.column("source").to_pylist()))
+        logs = pc.count_distinct(result.measurements["source"]).as_py()
         cases += stale_inputs_case(chosen, logs)
-    if base is not None:
-        lookup = _Lookup.of(base, rules.history.min_runs)
-        points = _per_size(rows)
-        for key, _ in series:
-            mine = points.get(_nan_free(key), [])
-            cases.append(_history_case(rules, context(key, runs), mine, lookup))
+    cases += [c for j in judged for c in j.history]
+    analysis = _joined([j.analysis for j in judged])
     ranked = blame(run_scores(result.measurements, result.runs), rules.blame)
     cases += _blame_cases(ranked, len(runs))
     return CheckResult(tuple(cases), ranked, analysis, tags=dict(tags or {}))
+
+
+# Rows analysed at a time: the analysis and its frames take ~4 KB a row, so a check
+# of many logs is judged in batches of whole runs, in bounded memory.
+JUDGE_ROWS = 25_000
+
+
+@dataclass(frozen=True, slots=True)
+class _Batch:
+    """What one batch of runs (:func:`_batches`) gives: its cases by kind, in order
+    (``rules``: one list per rule), its analysis and what it holds (:data:`_PRESENT`
+    of its analysed rows, once each: a per-run, per-size summary for the cases that
+    look across runs)."""
+
+    integrity: list[Case]
+    verdicts: list[Case]
+    rules: list[list[Case]]
+    history: list[Case]
+    analysis: Analysis
+    present: pd.DataFrame  # a summary per run (:func:`_present`)
+
+
+_PRESENT = (*SERIES_KEYS, "size_bytes")
+
+
+def _present(rows: pd.DataFrame, rules: Rules) -> pd.DataFrame:
+    """What the cases across runs read of analysed ``rows`` (:func:`expect_cases`,
+    :func:`history_expect_cases`): each series once, in order of appearance (its
+    size -1, no size), then the rows of the sizes ``rules`` expect, once each. A
+    row per series, not per row: a check of many logs keeps it for every run."""
+    series = rows[list(_PRESENT)].drop_duplicates(list(SERIES_KEYS))
+    series = series.assign(size_bytes=-1)
+    expected = rows.loc[rows["size_bytes"].isin(rules.expect.sizes), list(_PRESENT)]
+    return pd.concat([series, expected.drop_duplicates()], ignore_index=True)
+
+
+def _batches(measurements: pa.Table, runs: pa.Table) -> list[tuple[pa.Table, pa.Table]]:
+    """``measurements`` and ``runs`` in batches of whole runs, in the order of
+    ``runs``, each of at most JUDGE_ROWS rows unless one run has more. One batch
+    (the tables themselves) when they are that small."""
+    if measurements.num_rows <= JUDGE_ROWS:
+        return [(measurements, runs)]
+    counts = runs["rows"].to_numpy(zero_copy_only=False).astype(np.int64)
+    batch_of: list[int] = []
+    batch, filled = 0, 0
+    for count in counts.tolist():
+        if filled and filled + count > JUDGE_ROWS:
+            batch, filled = batch + 1, 0
+        batch_of.append(batch)
+        filled += count
+    keys = pa.Table.from_arrays(
+        [runs["source"], runs["run"], pa.array(batch_of, pa.int64())],
+        names=["source", "run", "batch"],
+    )
+    positions = pa.Table.from_arrays(
+        [
+            measurements["source"],
+            measurements["run"],
+            pa.array(np.arange(measurements.num_rows)),
+        ],
+        names=["source", "run", "position"],
+    ).join(keys, ["source", "run"], use_threads=False)
+    number = positions["batch"].fill_null(pa.scalar(-1, pa.int64())).to_numpy()
+    position = positions["position"].to_numpy()
+    order = np.lexsort((position, number))  # by batch, in row order within each
+    starts = np.searchsorted(number[order], np.arange(batch + 2))
+    run_batch = np.asarray(batch_of)
+    found = []
+    for at in range(batch + 1):
+        rows = position[order[starts[at] : starts[at + 1]]]
+        found.append(
+            (
+                measurements.take(rows),
+                runs.take(np.flatnonzero(run_batch == at)),
+            )
+        )
+    return found
+
+
+def _judge_batch(
+    batch: tuple[pa.Table, pa.Table],
+    runs: dict[tuple[str, int], dict[str, Any]],
+    rules: Rules,
+    lookup: _Lookup | None,
+    hardware: HardwareOptions | None,
+    merged_runs: frozenset[tuple[str, int]],
+) -> _Batch:
+    """The per-run cases of one batch of runs (``batch``: its measurements and
+    runs tables; ``runs``: every run's ``runs`` row, by source and run)."""
+    measurements, table = batch
+    analysis = analyze(measurements, hardware, table)
+    rows = _frame(analysis.rows)
+    keys = zip(table["source"].to_pylist(), table["run"].to_pylist(), strict=True)
+    mine = {key: runs[key] for key in cast("Iterable[tuple[str, int]]", keys)}
+    wrong = rows[list(_WRONG_COLUMNS)]  # what integrity reads per run, beyond misprints
+    row_groups = rows_by_run(wrong)
+    misprints = {
+        run: found
+        for run, found in misprinted_by_run(rows).items()
+        if run not in merged_runs
+    }
+    integrity = [
+        integrity_case(
+            run,
+            run_rows(row_groups, wrong, run["source"], run["run"]),
+            misprints.get((run["source"], run["run"]), []),
+        )
+        for run in mine.values()
+    ]
+    verdicts = verdict_cases(mine, analysis, rules.verdict)
+    series = _series(rows)
+    by_rule = [
+        [
+            _rule_case(rule, context(key, runs), group)
+            for key, group in series
+            if rule.collective in (None, key[3])
+        ]
+        for rule in rules.rules
+    ]
+    history = []
+    if lookup is not None:
+        points = _per_size(rows)
+        for key, _ in series:
+            found = points.get(_nan_free(key), [])
+            history.append(_history_case(rules, context(key, runs), found, lookup))
+    present = _present(rows, rules)
+    return _Batch(integrity, verdicts, by_rule, history, analysis, present)
+
+
+def _joined(analyses: list[Analysis]) -> Analysis:
+    """One analysis of the batches' analyses (the one itself when there is one)."""
+    if len(analyses) == 1:
+        return analyses[0]
+    said = dict.fromkeys(a for analysis in analyses for a in analysis.assumptions)
+    profiles = dict.fromkeys(p for analysis in analyses for p in analysis.profiles)
+    return Analysis(
+        pa.concat_tables([a.rows for a in analyses]),
+        pa.concat_tables([a.fits for a in analyses]),
+        tuple(said),
+        tuple(profiles),
+    )
 
 
 def error_result(message: str) -> CheckResult:

@@ -24,13 +24,19 @@ from ncclparse.health.check import CheckResult
 from ncclparse.health.check import check as judge
 from ncclparse.health.rules import DEFAULT_RULES, Rules
 from ncclparse.inputs.parsing import read_inputs
+from ncclparse.inputs.points import (
+    CHECK_LIMITS,
+    PointTable,
+    TooManyPoints,
+    with_merge_notes,
+)
+from ncclparse.parsers import ParseResult
 from ncclparse.store.history import history_exists, scan_history, source_keys
 
 if TYPE_CHECKING:
     from ncclparse.efficiency import HardwareOptions
     from ncclparse.inputs.progress import Progress
     from ncclparse.inputs.walk import Filters, Note
-    from ncclparse.parsers import ParseResult
 
 __all__ = ["CheckConfigError", "CheckRun", "check"]
 
@@ -109,13 +115,16 @@ def check(
     where = None if history is None else os.fspath(history)
     name = _history_name(where, first_night)
     started = time.monotonic()
+    points = PointTable(CHECK_LIMITS)
     parsed, failures, notes = read_inputs(
         (os.fspath(i) for i in inputs),
         filters=filters,
         jobs=jobs,
+        on_batch=points.add,
         on_notes=on_notes,
         progress=progress,
     )
+    parsed, merged = _merged(parsed, points)
     if on_parsed is not None:
         on_parsed(parsed, failures)
     view = None
@@ -140,11 +149,36 @@ def check(
             today=today,
             hardware=hardware,
             expect_history=expect_history,
+            merged_runs=frozenset(merged),
         )
     except ProfileError as exc:  # a bad hardware option
         raise CheckConfigError(str(exc)) from exc
     result = dataclasses.replace(result, seconds=time.monotonic() - started)
     return CheckRun(parsed, tuple(failures), tuple(notes), result)
+
+
+def _merged(
+    parsed: ParseResult, points: PointTable
+) -> tuple[ParseResult, dict[tuple[str, int], tuple[int, int]]]:
+    """``parsed`` with the measurements ``points`` collected (a point's repeats
+    merged once there are many rows: memory grows with points, not rows) and the
+    merged runs saying so; and those runs.
+
+    Raises TooManyPoints, naming the input that passed the limit, when the points
+    themselves are too many to judge in bounded memory."""
+    try:
+        measurements = points.table()
+    except TooManyPoints:
+        raise TooManyPoints(
+            f"{points.overflow_source}: the inputs hold more than "
+            f"{points.max_points:,} distinct measurement points (sizes of each "
+            "series of each run) by the time this input is read: more than a check "
+            "judges in bounded memory; check fewer logs at a time (e.g. one check "
+            "per directory)"
+        ) from None
+    merged = points.merged_runs()
+    runs = with_merge_notes(parsed.runs, merged)
+    return dataclasses.replace(parsed, measurements=measurements, runs=runs), merged
 
 
 def _history_name(history: str | None, first_night: bool) -> str:

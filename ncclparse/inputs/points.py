@@ -5,7 +5,9 @@ input may hold far more rows than points: nccl-tests ``-N`` repeats a sweep for 
 and a 1 GiB log holds ~18 M rows. :class:`PointTable` takes record batches as the
 parser hands them on; while they stay under ``exact_rows`` rows they are kept as they
 are, so an ordinary input is judged row for row. Beyond that, rows measuring the
-same point are merged (Arrow aggregation, batch by batch): time is the mean of the
+same point are merged (Arrow aggregation, batch by batch, each row merged once: the
+points of a run that has ended are final, as a run's rows come together): time is the
+mean of the
 repeats, ``time_min_us``/``time_max_us`` their extremes, ``stddev_pct`` their spread,
 printed bandwidths their means, ``#wrong`` the largest; the merged runs say so in
 their warnings. Past ``max_points`` distinct points the input is refused with a
@@ -26,15 +28,19 @@ from ncclparse.errors import NcclParseError
 
 __all__ = [
     "ANALYZE_LIMITS",
+    "CHECK_LIMITS",
     "REPORT_LIMITS",
     "PointTable",
     "TooManyPoints",
     "with_merge_notes",
 ]
 
-# (exact_rows, max_points) per command.
+# (exact_rows, max_points) per command. ``check`` judges every run (one verdict
+# each) and many logs are its ordinary input: it merges early, and its points are
+# judged in batches of runs (ncclparse.health.check).
 REPORT_LIMITS = (5_000, 100_000)
 ANALYZE_LIMITS = (250_000, 1_000_000)
+CHECK_LIMITS = (50_000, 4_000_000)
 # What makes two rows measurements of the same point.
 KEYS = (
     "source",
@@ -81,8 +87,13 @@ class PointTable:
         self._chunks: list[pa.Table] = []
         self._rows = 0  # rows in _chunks (tables with a seq column)
         self._seen = 0  # rows added, for the order of first appearance
-        self._state: pa.Table | None = None  # merged points, once merging started
+        # Merged points, once merging started: those of runs that have ended (final)
+        # and those of the last run seen, which the next rows may continue.
+        self._done: list[pa.Table] = []
+        self._open: pa.Table | None = None
+        self._points = 0  # rows in _done
         self._overflow = False
+        self.overflow_source: str | None = None  # the input whose rows passed it
 
     def add(self, batch: pa.RecordBatch) -> None:
         if self._overflow:
@@ -96,13 +107,16 @@ class PointTable:
         )
         self._seen += batch.num_rows
         self._rows += batch.num_rows
-        merged = self._state.num_rows if self._state else 0
-        if self._rows + merged > self.exact_rows:
+        if self._rows + self._points + self._open_rows > self.exact_rows:
             self._merge()
 
     @property
     def merged(self) -> bool:
-        return self._state is not None
+        return self._open is not None
+
+    @property
+    def _open_rows(self) -> int:
+        return 0 if self._open is None else self._open.num_rows
 
     def table(self) -> pa.Table:
         """The measurements (schema.md): every row, or one row per point if merged."""
@@ -113,23 +127,21 @@ class PointTable:
                 "judge; give fewer inputs, or write the tables with `ncclparse parse "
                 "-o` and query them"
             )
-        if self._state is None:
+        if self._open is None:
             rows = pa.concat_tables(
                 self._chunks or [_with_seq(schema.MEASUREMENTS_SCHEMA).empty_table()]
             )
             return rows.drop_columns(["seq"])
-        self._merge()
-        assert self._state is not None
-        return _points(self._state)
+        return _points(self._state())
 
     def merged_runs(self) -> dict[tuple[str, int], tuple[int, int]]:
         """(source, run) -> (rows, points) for every run whose repeats were merged."""
-        if self._state is None or self._overflow:
+        if self._open is None or self._overflow:
             return {}
-        self._merge()
-        assert self._state is not None
-        by_run = self._state.group_by(["source", "run"]).aggregate(
-            [("n", "sum"), ("n", "count")]
+        by_run = (
+            self._state()
+            .group_by(["source", "run"])
+            .aggregate([("n", "sum"), ("n", "count")])
         )
         return {
             (source, run): (rows, points)
@@ -142,22 +154,41 @@ class PointTable:
             if rows != points
         }
 
+    def _state(self) -> pa.Table:
+        """Every merged point, in the order points first appeared."""
+        self._merge()
+        assert self._open is not None
+        return pa.concat_tables([*self._done, self._open])
+
     def _merge(self) -> None:
-        if not self._rows and self._state is not None:
+        """Merge the new rows with the open run's points. A run's rows come
+        together, so the points of every run but the last one seen are final: each
+        row is merged once, whatever the number of runs."""
+        if not self._rows:
             return  # nothing new since the last merge
-        parts = [_as_state(pa.concat_tables(self._chunks))] if self._rows else []
+        last = self._chunks[-1]
+        key = (last["source"][-1], last["run"][-1])
+        parts = [_as_state(pa.concat_tables(self._chunks))]
         self._chunks, self._rows = [], 0
-        if self._state is not None:
+        if self._open is not None:
             # Merged points have the columns in another order (keys first).
-            names = self._state.column_names
+            names = self._open.column_names
             parts = [
-                self._state,
-                *(p.select(names).cast(self._state.schema) for p in parts),
+                self._open,
+                *(p.select(names).cast(self._open.schema) for p in parts),
             ]
-        state = pa.concat_tables(parts)
-        self._state = _combine(state)
-        if self._state.num_rows > self.max_points:
-            self._overflow, self._state = True, None
+        state = _combine(pa.concat_tables(parts))
+        is_open = pc.and_(
+            pc.equal(state["source"], key[0]), pc.equal(state["run"], key[1])
+        )
+        ended = state.filter(pc.invert(is_open))
+        self._open = state.filter(is_open)
+        if ended.num_rows:
+            self._done.append(ended)
+            self._points += ended.num_rows
+        if self._points + self._open.num_rows > self.max_points:
+            self._overflow, self._done, self._open = True, [], None
+            self._points, self.overflow_source = 0, key[0].as_py()
 
 
 def _with_seq(base: pa.Schema) -> pa.Schema:

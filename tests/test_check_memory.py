@@ -1,0 +1,93 @@
+"""``check`` in bounded memory: a point's repeats merged as ``report`` merges them,
+runs judged in batches (docs/robustness.md, "Memory")."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import pytest
+
+import ncclparse
+from ncclparse.health import check as judging
+from ncclparse.health import nightly
+from ncclparse.health.rules import DEFAULT_RULES
+from tests import _derive
+from tests.test_memory import peak_rss_mb
+
+
+def _check_code(path: Path) -> str:
+    return (
+        "from ncclparse.health.nightly import check\n"
+        f"run = check([{str(path)!r}])\n"
+        "assert run.passed, [c.message for c in run.result.failures]\n"
+    )
+
+
+def test_a_repeated_sweep_merged_is_no_misprint(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A sweep repeated at a third of the speed: the merged point's printed
+    bandwidth (the mean of the printed ones) is not size / mean time, and that is
+    no corrupt log."""
+    healthy = _derive.healthy()
+    slow = _derive.scale(healthy, lambda _size: 3.0)
+    text = _derive.repeat_sweep(healthy, 1).replace(
+        "# Out of bounds", "".join(_rows(slow)) + "# Out of bounds", 1
+    )
+    log = tmp_path / "twice.log"
+    log.write_text(text)
+    monkeypatch.setattr(nightly, "CHECK_LIMITS", (4, 1_000))
+    run = nightly.check([log])
+    [integrity] = [c for c in run.result.cases if c.rule == "integrity"]
+    assert integrity.status == "pass", integrity.message
+    assert integrity.message.endswith(": data complete and valid")
+    assert run.parsed.measurements.num_rows == 62  # 31 sizes, 2 placements
+
+
+def _rows(text: str) -> list[str]:
+    return [line for line in text.splitlines(keepends=True) if _derive._ROW.match(line)]
+
+
+def test_runs_judged_in_batches_give_the_same_cases(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Twelve logs judged three runs at a time: the same cases, in the same order."""
+    logs = [(_derive.healthy(), f"n{i}.log") for i in range(12)]
+    result = ncclparse.parse_many(logs)
+    rules = DEFAULT_RULES
+    whole = judging.check(result, rules)
+    monkeypatch.setattr(judging, "JUDGE_ROWS", 3 * 62)
+    assert len(judging._batches(result.measurements, result.runs)) == 4
+    batched = judging.check(result, rules)
+    assert [c.message for c in batched.cases] == [c.message for c in whole.cases]
+    assert batched.analysis.rows.num_rows == whole.analysis.rows.num_rows == 744
+
+
+@pytest.mark.slow
+def test_memory_of_check_does_not_grow_with_the_rows_of_one_run(
+    tmp_path: Path,
+) -> None:
+    """One run of 0.5 M and of 2 M rows (a real sweep repeated, 29 and 116 MB):
+    7 GB for the larger before its repeats were merged."""
+    peaks = []
+    for times in (7_984, 31_936):
+        path = tmp_path / f"run{times}.log"
+        path.write_text(_derive.repeat_sweep(_derive.healthy(), times))
+        peaks.append(peak_rss_mb(_check_code(path)))
+    assert peaks[1] < 1.3 * peaks[0] + 30, peaks
+
+
+@pytest.mark.slow
+def test_memory_of_check_of_a_compressed_repeated_sweep_is_bounded(
+    tmp_path: Path,
+) -> None:
+    """A gzip of 2 M rows inflates to 116 MB (a gzip of 1 GB of them once took
+    17 GB, then an ArrowInvalid): the same peak as a quarter of it."""
+    peaks = []
+    for times in (7_984, 31_936):
+        path = tmp_path / f"run{times}.log.gz"
+        with gzip.open(path, "wt", compresslevel=1) as handle:
+            handle.write(_derive.repeat_sweep(_derive.healthy(), times))
+        peaks.append(peak_rss_mb(_check_code(path)))
+    assert peaks[1] < 1.3 * peaks[0] + 30, peaks
