@@ -28,6 +28,7 @@ from ncclparse.efficiency.hardware import HardwareOptions
 from ncclparse.formatting import format_bytes, series_label
 from ncclparse.health.rules import DEFAULT_RULES, VerdictPolicy
 from ncclparse.health.verdict import (
+    LABELS,
     AnalysedRows,
     Finding,
     Level,
@@ -58,6 +59,7 @@ from ncclparse.report.page import (
     ReportContext,
     RunReport,
     SizeRow,
+    VerdictCount,
 )
 from ncclparse.report.tables import size_table
 from ncclparse.schema import BLOCK_KEYS, MEASUREMENTS_SCHEMA, SCHEMA_VERSION
@@ -146,11 +148,7 @@ def build_context(
     errors, inputs = _inputs(result, failures, stdin)
     # One run of many series gets the overview too: its small multiples are the
     # only charts such a page has.
-    overview = (
-        tuple(_overview_row(r, b) for r in runs for b in r.blocks)
-        if len(runs) > 1 or not charted
-        else ()
-    )
+    overview = _overview(runs) if len(runs) > 1 or not charted else ()
     return ReportContext(
         title=title or f"ncclparse report: {inputs}",
         runs=tuple(runs),
@@ -165,6 +163,7 @@ def build_context(
         policy=policy,
         checks=None if check is None else check_summary(check, _links(runs)),
         overview=overview,
+        verdict_counts=_verdict_counts(runs) if overview else (),
         small_multiples=() if charted else _small_multiples(overview),
         charts_per_block=charted,
         pairs=_pairs(result, check),
@@ -277,6 +276,51 @@ def _pairs(result: ParseResult, check: CheckResult | None) -> Chart | None:
         "outlined."
     )
     return Chart("Pairs of hosts", caption, Markup(svg))
+
+
+# Worst first: the order of the overview and of its counts line.
+_SEVERITY: tuple[Level, ...] = ("bad", "warn", "info", "ok")
+
+
+def _overview(runs: Sequence[RunReport]) -> tuple[OverviewRow, ...]:
+    """Every run in the overview, a row per block (a run without rows gets one of its
+    own), worst run verdict first, then by file and run: a failure is never below
+    the fold of a long list of healthy runs."""
+    ordered = sorted(
+        runs,
+        key=lambda r: (_SEVERITY.index(r.verdict.level), r.source, r.run),
+    )
+    found: list[OverviewRow] = []
+    for run in ordered:
+        rows = [_overview_row(run, b) for b in run.blocks] or [_no_rows(run)]
+        if not found or found[-1].run.verdict.level != run.verdict.level:
+            rows[0] = dataclasses.replace(
+                rows[0], opens=overview_anchor(run.verdict.level)
+            )
+        found.extend(rows)
+    return tuple(found)
+
+
+def _no_rows(run: RunReport) -> OverviewRow:
+    """The overview row of a run that measured nothing: every finding says why."""
+    findings = run.verdict.findings
+    return OverviewRow(run, None, findings[0], "; ".join(f.text for f in findings))
+
+
+def _verdict_counts(runs: Sequence[RunReport]) -> tuple[VerdictCount, ...]:
+    """How many runs have each verdict that occurs, worst first; each links to the
+    first overview row of its verdict (see :func:`overview_anchor`)."""
+    counts = Counter(r.verdict.level for r in runs)
+    return tuple(
+        VerdictCount(level, LABELS[level][0], counts[level], overview_anchor(level))
+        for level in _SEVERITY
+        if counts[level]
+    )
+
+
+def overview_anchor(level: Level) -> str:
+    """The id of the first overview row of runs with verdict ``level``."""
+    return f"overview-{LABELS[level][0].lower()}"
 
 
 def _overview_row(run: RunReport, block: Block) -> OverviewRow:
@@ -616,9 +660,9 @@ def _small_multiples(overview: Sequence[OverviewRow]) -> tuple[Chart, ...]:
     judges, titled by verdict and run, linking to the block's section."""
     by_collective: dict[str, list[plots.Panel]] = {}
     for item in overview:
-        if not item.run.detailed:
-            continue  # a panel links to its section
         block = item.block
+        if not item.run.detailed or block is None:
+            continue  # a panel links to its section and draws a series
         placement = block.largest.placement if block.largest else ""
         rows = [r for r in block.rows if r.placement == placement]
         by_collective.setdefault(block.collective, []).append(

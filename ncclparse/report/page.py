@@ -27,6 +27,7 @@ __all__ = [
     "ReportContext",
     "RunReport",
     "SizeRow",
+    "VerdictCount",
 ]
 
 
@@ -162,14 +163,39 @@ class RunReport:
 @dataclass(frozen=True, slots=True)
 class OverviewRow:
     """One row of a multi-run report's overview: a block of a run (most runs are one
-    block), linking to the block's section. ``finding`` is the worst of the run's
-    findings about this block or the whole run; ``why`` its text without the series
-    name the row already shows."""
+    block), or the whole run when it measured nothing (``block`` None: it failed or
+    was cut off before its first row). ``finding`` is the worst of the run's findings
+    about this block or the whole run; ``why`` its text without the series name the
+    row already shows."""
 
     run: RunReport
-    block: Block
+    block: Block | None
     finding: Finding
     why: str
+    opens: str = ""  # the first row of its run verdict: the id the counts link to
+
+    @property
+    def series(self) -> str:
+        """The block's series, or what a run without rows ran and how it ended."""
+        if self.block is not None:
+            return self.block.title
+        return f"{self.run.collectives}: {self.run.status}, no measurement"
+
+    @property
+    def anchor(self) -> str:
+        """Where the row links: its block's section, else its run's."""
+        return self.run.anchor if self.block is None else self.block.anchor
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictCount:
+    """How many runs have one verdict (``level``, ``label``), and the anchor of the
+    first overview row of that verdict."""
+
+    level: str
+    label: str
+    runs: int
+    anchor: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,8 +212,10 @@ class ReportContext:
 
     ``failures`` are inputs that could not be read at all (no run); ``overlay`` is the
     all-runs chart, present with two or more blocks; ``comparison`` its table.
-    ``overview``: one row per block when the report holds more than one run (or
-    too many blocks to chart one by one), else empty; ``small_multiples``:
+    ``overview``: one row per block (and per run without rows) when the report
+    holds more than one run (or too many blocks to chart one by one), else empty,
+    worst verdict first; ``verdict_counts`` how many runs have each verdict, worst
+    first; ``small_multiples``:
     per-collective grids of every block's busbw, drawn instead of each block's
     charts when there are too many blocks to chart one by one
     (``charts_per_block`` False).
@@ -211,6 +239,7 @@ class ReportContext:
     policy: VerdictPolicy
     checks: CheckSummary | None = None
     overview: tuple[OverviewRow, ...] = ()
+    verdict_counts: tuple[VerdictCount, ...] = ()
     small_multiples: tuple[Chart, ...] = ()
     charts_per_block: bool = True
     pairs: Chart | None = None
