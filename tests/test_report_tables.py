@@ -480,7 +480,7 @@ def test_overview_lists_every_run_worst_first(
 def test_first_screen_counts_each_verdict_and_links_to_it(
     nccl_fixtures: tuple[ReportContext, str],
 ) -> None:
-    context, html = nccl_fixtures
+    _, html = nccl_fixtures
     header = html[html.index("<header>") : html.index("</header>")]
     counts = re.search(r'<p class="counts" id="counts">(.*?)</p>', header, re.S)
     assert counts is not None

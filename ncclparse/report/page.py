@@ -23,6 +23,7 @@ __all__ = [
     "Chart",
     "Column",
     "ComparisonRow",
+    "IdealReading",
     "OverviewRow",
     "ReportContext",
     "RunReport",
@@ -97,14 +98,32 @@ class SizeRow:
 
 
 @dataclass(frozen=True, slots=True)
+class IdealReading:
+    """One reading of what a perfect link would reach at a block's judged size:
+    the ``algorithm`` (as pages name it), its bound ``ideal_gbps``, the measured
+    ``efficiency`` against it and its ``derivation`` (None where it cannot be
+    shown)."""
+
+    algorithm: str | None
+    ideal_gbps: float
+    efficiency: float | None
+    derivation: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class Block:
     """One series group of a run: a collective, dtype, redop, root and rank count.
 
     ``largest`` is the row the verdict judges (largest size, out-of-place preferred);
-    ``alpha_us``/``beta_busbw_gbps`` (β in busbw units)/``crossover_bytes``/
-    ``fit_class`` come from the fit of
-    the same placement; ``segments_text`` names its expected curve's segments
-    and their size ranges. ``worst`` are the bandwidth-bound rows furthest from ideal.
+    ``alpha_us`` (the latency)/``beta_busbw_gbps`` (the fit's large-message limit, in
+    busbw units)/``fit_class`` come from the fit of the same placement;
+    ``bandwidth_bound_bytes`` is the smallest size from which every size is
+    bandwidth-bound (the charts shade below it; None: none is);
+    ``readings`` what a perfect link would reach at ``largest``, strict first,
+    then the lenient reading where it differs, with ``figures`` the hardware and
+    topology their derivations use; ``segments_text`` names its expected curve's
+    segments and their size ranges. ``worst`` are the bandwidth-bound rows furthest
+    from ideal.
 
     The per-size table: ``shown`` rows under ``columns`` (only the columns with a
     value in this block); ``collapsed`` the leading latency-bound sizes, summed up in
@@ -122,7 +141,7 @@ class Block:
     peak: SizeRow | None
     alpha_us: float | None
     beta_busbw_gbps: float | None
-    crossover_bytes: float | None
+    bandwidth_bound_bytes: float | None
     fit_class: str | None
     median_error_pct: float | None
     charts: tuple[Chart, ...]
@@ -136,6 +155,9 @@ class Block:
     plateau_busbw_gbps: float | None = None
     plateau_efficiency: float | None = None
     segments_text: str | None = None
+    readings: tuple[IdealReading, ...] = ()
+    figures: str | None = None
+    algorithm_basis: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
