@@ -184,7 +184,7 @@ def test_overview_judges_each_series_of_a_run(
         if o.run.short_label == "v2021.14_allreduce_dtype_all_np4.log (run 0)"
     ]
     assert rows[0].run.verdict.label == "CHECK"  # the float64 series' busbw falls
-    mine = {o.block.title: (o.finding.label, o.why[:30]) for o in rows}
+    mine = {o.series: (o.finding.label, o.why[:30]) for o in rows}
     assert mine["all_reduce float64 sum 4 ranks"] == (
         "CHECK",
         "busbw falls with size: 0.0021 ",
