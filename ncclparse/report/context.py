@@ -730,9 +730,9 @@ def _charts(
         charts.append(
             Chart(
                 "Bus bandwidth",
-                "Recomputed bus bandwidth per size against the ideal and the expected "
-                "curve (one alpha-beta segment per protocol range, named); shaded "
-                "sizes are latency-bound.",
+                "Recomputed bus bandwidth per size against what a perfect link would "
+                "reach (the ideal) and the expected curve (one fitted segment per "
+                "protocol range, named); shaded sizes are latency-bound.",
                 Markup(
                     plots.bandwidth_plot(
                         rows, fits, plot_id=f"{anchor}-bw", crossover=crossover
