@@ -616,3 +616,29 @@ def test_sizes_by_importance_puts_a_large_drop_before_small_sizes() -> None:
     assert [m.size_bytes for m in by_importance(found, None)] == [
         8 << 30, 4 << 30, 1 << 30, 8, 128,
     ]  # fmt: skip
+
+
+def test_derivation_states_each_bound_and_refuses_one_that_does_not_add_up() -> None:
+    from ncclparse.report.derivation import Figures, derivation
+
+    two_nodes = Figures(450.0, 400.0, 16, 2)
+    # Tree on 2 nodes: B(N-1)/(N-Q) = 450 x 15/14 = 482.1; 2 x 15/16 x 400 = 750.
+    assert derivation("tree", True, two_nodes, 482.142857) == (
+        "tree: min(B·(N-1)/(N-Q), k·(N-1)/N·I) = min(482.1, 750) = 482.1 GB/s "
+        "(k = 2 at Q = 2)"
+    )
+    # The node-level schedule: I(N-1)Q/(N(Q-1)) = 400 x 15 x 2 / 16 = 750.
+    assert derivation("hierarchical", True, two_nodes, 482.142857) == (
+        "hierarchical schedule: min(B·(N-1)/(N-Q), I·(N-1)·Q/(N·(Q-1))) = "
+        "min(482.1, 750) = 482.1 GB/s"
+    )
+    # One node of 8 A100s: a ring is bound by B alone.
+    assert derivation("ring", False, Figures(300.0, 0.0, 8, 1), 300.0) == (
+        "ring: B = 300 GB/s"
+    )
+    # An ideal the analysis took from elsewhere (the log's NICs): no arithmetic.
+    assert derivation("ring", True, two_nodes, 250.0) is None
+    assert two_nodes.text() == (
+        "B = 450 GB/s per GPU inside a node, I = 400 GB/s per node over the network, "
+        "N = 16 ranks, Q = 2 nodes, P = 8 GPUs per node"
+    )
