@@ -111,21 +111,38 @@ def test_single_log_verdict_and_key_numbers(h100_html: str) -> None:
     assert "i NOTE all_reduce_16rank_2node_h100.log (run 0)" in text
     assert text.count(headline) == 2  # verdict table and the run's section
     for figure in (
-        "busbw at 8 GiB 338.8 GB/s",
-        # The strict reading: H100s may run NVLSTree, min(750, 787.5) = 750.
-        "ideal 750.0 GB/s",
-        "efficiency at 8 GiB 45.2 %",
+        "bus bandwidth at 8 GiB 338.8 GB/s",
+        # The strict reading: H100s may run NVLSTree, min(750, 787.5) = 750; the
+        # lenient one: a ring, min(450, 400) = 400.
+        "what a perfect link would reach 750.0 GB/s (NVLSTree) or 400.0 GB/s (ring)",
+        # 338.8 / 750 and 338.8 / 400.
+        "efficiency at 8 GiB 45.2 % (NVLSTree) or 84.7 % (ring)",
+        # The plateau 2, 4, 8 GiB: median 330.6 GB/s, below the peak.
+        "sustained bus bandwidth 330.6 GB/s measured: the median over the largest "
+        "sizes, within 10 % of the peak",
         # The floor (8 B to 512 KiB, within 1.5x of 123 µs): median 132 µs.
-        f"latency {ALPHA} 132 µs",
-        # The plateau's slope: 6 GiB more in 34.9 ms more = 184.8 GB/s algbw.
-        f"sustained busbw {BETA} 346.4 GB/s",
-        f"crossover n* ({ALPHA} \u00d7 algbw {BETA}) 23.2 MiB",
+        "latency (small-message time) 132 µs the time of an operation that moves "
+        f"almost no data (the fit's {ALPHA})",
+        # The plateau's slope: 6 GiB more in 34.9 ms more = 184.8 GB/s algbw, 346.4
+        # busbw: the fit's limit, above the measured peak (338.8).
+        "large-message limit of the fit 346.4 GB/s the bus bandwidth the fitted line "
+        f"approaches for ever larger messages (its {BETA}), not a measurement: above "
+        "the measured peak",
+        # Out-of-place 2 MiB is latency-bound (254 µs, just under twice the
+        # latency), 4 MiB bandwidth-bound.
+        "latency/bandwidth crossover 4 MiB bandwidth-bound from this size up: latency "
+        "is less than half the time (shaded below it in the charts)",
         # The expected curve (LL, LL128, Simple segments) is off by 0.8 % at the
         # median size; the single alpha-beta line was off by 12.1 %.
         "expected curve LL 8 B to 16 KiB, LL128 32 KiB to 8 MiB, Simple 16 MiB to 8 GiB",
-        "fit (median error) excellent (0.8 %)",
+        "fit of the expected curve excellent (median error 0.8 %) how closely the "
+        "expected curve follows the measured times",
     ):
         assert figure in text
+    start = h100_html.index('<dl class="figures">')
+    cards = Page(h100_html[start : h100_html.index("</dl>", start)]).all_text
+    for jargon in ("AIBooster", f"latency {ALPHA}", "crossover n*", "busbw β"):
+        assert jargon not in cards
     assert "hosts ztan-mig-235z (8 ranks), ztan-mig-gq73 (8 ranks)" in text
     assert "avg bus bandwidth (footer) 70.742 GB/s" in text
     # First size row: 8 B out-of-place as printed on line 32 of the log.
@@ -280,9 +297,9 @@ def test_markdown_summary() -> None:
         "it |"
     ).replace("examples/", f"{ROOT}/examples/".replace("_", "\\_")) in lines
     assert (
-        "**all\\_reduce float32 sum 16 ranks on 2 nodes**: 338.8 GB/s busbw at 8 GiB, "
-        f"ideal 750.0 GB/s, efficiency 45.2 %; peak 338.8 GB/s; {ALPHA} 132 µs, {BETA} "
-        "346.4 GB/s busbw, crossover n\\* 23.2 MiB."
+        "**all\\_reduce float32 sum 16 ranks on 2 nodes**: bus bandwidth 338.8 GB/s "
+        "at 8 GiB, a perfect link would reach 750.0 GB/s, efficiency 45.2 %; peak "
+        "338.8 GB/s; latency 132 µs, bandwidth-bound from 4 MiB."
     ) in lines
     # 4 MiB in 364.6 µs: alpha (132 µs) is 36 % of it, so it is bandwidth-bound, at
     # 21.6 of 750 GB/s (the strict reading). Its expected curve's segment (LL128:
@@ -531,3 +548,97 @@ def test_markdown_summary_shows_checks_in_short(
         f"node02 0.67{TIMES}, \\<script\\>alert(1)\\</script\\> 0.67{TIMES} |"
     ) in lines
     assert INJECTED not in md
+
+
+def test_ideal_card_shows_its_derivation_with_the_h100_profile(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    out = tmp_path / "r.html"
+    done = runner.invoke(
+        cli, ["report", str(H100), "--profile", "h100", "-o", str(out), "-q"]
+    )
+    assert done.exit_code == 0, done.stderr
+    html = out.read_text()
+    cards = html[html.index('<dl class="figures">') : html.index("</dl>")]
+    [ideal] = [c for c in cards.split("<div")[1:] if "<dt>what a perfect" in c]
+    assert Page("<div" + ideal).all_text == (
+        "what a perfect link would reach 750.0 GB/s (NVLSTree) or 400.0 GB/s (ring) "
+        "the line rate of the algorithm, no latency: strict reading first (the "
+        "fastest algorithm NCCL could have run), then the lenient one 1 ; algorithm "
+        "not in the log: judged against each algorithm NCCL could have run. "
+        "B = 450 GB/s per GPU inside a node, I = 400 GB/s per node over the network, "
+        "N = 16 ranks, Q = 2 nodes, P = 8 GPUs per node: "
+        # NVLSTree on 2 nodes: 2 x 7/8 x 450 = 787.5; 2 x 15/16 x 400 = 750.
+        "NVLSTree: min(2(P-1)/P·B, k·(N-1)/N·I) = min(787.5, 750) = 750 GB/s "
+        "(k = 2 at Q = 2); ring: min(B, I) = min(450, 400) = 400 GB/s."
+    )
+    # The footnote names the public source of the bound.
+    assert '<span id="ideal-source">1</span> What a perfect link would reach' in html
+    # Every card says what it is in one line.
+    assert cards.count('<dd class="explain">') == cards.count("<dt>") == 10
+
+
+def test_failed_case_sizes_lead_with_the_bandwidth_bound_drops() -> None:
+    from ncclparse.health.rules import rules_from_mapping
+
+    result = ncclparse.parse_many([H100])
+    rules = rules_from_mapping(
+        {"rule": [{"name": "floor", "collective": "all_reduce",
+                   "metric": "busbw_gbps", "threshold": 300.0}]}
+    )  # fmt: skip
+    report = build_context(result, check=run_check(result, rules))
+    assert report.checks is not None
+    # 28 of 31 sizes below 300 GB/s (each placement): the bandwidth-bound ones (from
+    # 4 MiB) first, furthest below first, not 8 B, 16 B, 32 B ...
+    assert [(f.sizes, f.more_sizes) for f in report.checks.failures] == [
+        ((4 << 20, 8 << 20, 16 << 20, 32 << 20, 64 << 20), 23)
+    ] * 2
+
+
+def test_sizes_by_importance_puts_a_large_drop_before_small_sizes() -> None:
+    from ncclparse.health.cases import SizeMiss
+    from ncclparse.report.checks import by_importance
+
+    def miss(size: int, value: float, baseline: float) -> SizeMiss:
+        return SizeMiss(size, "time_us", value, baseline * 1.1, baseline)
+
+    found = [
+        miss(8, 30.0, 20.0),  # latency-bound, 50 % slower
+        miss(128, 24.0, 20.0),  # 20 % slower
+        miss(1 << 30, 6_000.0, 5_000.0),  # 20 % slower
+        miss(8 << 30, 60_000.0, 40_000.0),  # 50 % slower
+        miss(4 << 30, 26_000.0, 20_000.0),  # 30 % slower
+    ]
+    assert [m.size_bytes for m in by_importance(found, 4 << 20)] == [
+        8 << 30, 4 << 30, 1 << 30, 8, 128,
+    ]  # fmt: skip
+    # Unknown where the run turns bandwidth-bound: from 1 GiB, as every size is.
+    assert [m.size_bytes for m in by_importance(found, None)] == [
+        8 << 30, 4 << 30, 1 << 30, 8, 128,
+    ]  # fmt: skip
+
+
+def test_derivation_states_each_bound_and_refuses_one_that_does_not_add_up() -> None:
+    from ncclparse.report.derivation import Figures, derivation
+
+    two_nodes = Figures(450.0, 400.0, 16, 2)
+    # Tree on 2 nodes: B(N-1)/(N-Q) = 450 x 15/14 = 482.1; 2 x 15/16 x 400 = 750.
+    assert derivation("tree", True, two_nodes, 482.142857) == (
+        "tree: min(B·(N-1)/(N-Q), k·(N-1)/N·I) = min(482.1, 750) = 482.1 GB/s "
+        "(k = 2 at Q = 2)"
+    )
+    # The node-level schedule: I(N-1)Q/(N(Q-1)) = 400 x 15 x 2 / 16 = 750.
+    assert derivation("hierarchical", True, two_nodes, 482.142857) == (
+        "hierarchical schedule: min(B·(N-1)/(N-Q), I·(N-1)·Q/(N·(Q-1))) = "
+        "min(482.1, 750) = 482.1 GB/s"
+    )
+    # One node of 8 A100s: a ring is bound by B alone.
+    assert derivation("ring", False, Figures(300.0, 0.0, 8, 1), 300.0) == (
+        "ring: B = 300 GB/s"
+    )
+    # An ideal the analysis took from elsewhere (the log's NICs): no arithmetic.
+    assert derivation("ring", True, two_nodes, 250.0) is None
+    assert two_nodes.text() == (
+        "B = 450 GB/s per GPU inside a node, I = 400 GB/s per node over the network, "
+        "N = 16 ranks, Q = 2 nodes, P = 8 GPUs per node"
+    )

@@ -154,8 +154,9 @@ def open_page(
     media: Sequence[str] = ("screen", "print"),
 ) -> dict[str, Any]:
     """Load ``page`` in a fresh tab ``width`` CSS px wide; return what the page did
-    and how it looks: each chart's box, the page's scroll width, screenshots (the
-    first 12,000 px: a full multi-run page is too tall for one image)."""
+    and how it looks: each chart's box, the page's scroll width, the rendered size
+    (CSS px) of every chart text, screenshots (the first 12,000 px: a full
+    multi-run page is too tall for one image)."""
     target = browser.send("Target.createTarget", {"url": "about:blank"})["targetId"]
     session = browser.send(
         "Target.attachToTarget", {"targetId": target, "flatten": True}
@@ -189,6 +190,12 @@ def open_page(
                 height: document.documentElement.scrollHeight,
                 hidden: [...document.querySelectorAll('.table-wrap')].map(
                     w => w.scrollWidth - w.clientWidth),
+                // A chart's text size in its SVG's units times the SVG's scale
+                // on screen (rotation aside): the size it is read at.
+                fonts: [...document.querySelectorAll('figure svg text')].map(t => {
+                    const m = t.getScreenCTM();
+                    return [t.textContent, parseFloat(getComputedStyle(t).fontSize)
+                        * Math.hypot(m.a, m.b)]; }),
             })""",
             "returnByValue": True,
         },
@@ -344,3 +351,23 @@ def test_report_fits_the_screen(
         assert chart_width >= min(300, width - 40)
         assert height > 60
     assert facts["screenshots"]["screen"].stat().st_size > 10_000
+
+
+@pytest.mark.parametrize("width", [390, 1400])
+def test_chart_text_is_readable_on_a_phone(
+    browser: DevTools, tmp_path: Path, width: int
+) -> None:
+    """Axis labels, tick labels, legends and annotations of a run's four charts are
+    at least 10 px as rendered on a 390 px phone (they were 5 px to 7 px), and
+    no larger than 20 px on a laptop."""
+    page = _report(
+        tmp_path, "phone", [ROOT / "examples/all_reduce_16rank_2node_h100.log"]
+    )
+    facts = open_page(browser, page, tmp_path, width, media=("screen",))
+    fonts = facts["fonts"]
+    texts = {text for text, _ in fonts}
+    for expected in ("message size", "8 B", "measured, out-of-place", "LL128"):
+        assert expected in texts
+    small = [(text, round(size, 1)) for text, size in fonts if size < 10]
+    assert small == []
+    assert max(size for _, size in fonts) <= 20

@@ -154,16 +154,18 @@ def test_overview_lists_every_series_with_links(
     oneccl: tuple[ReportContext, str],
 ) -> None:
     context, html = oneccl
-    assert (len(context.runs), len(context.overview)) == (88, 103)
+    # 103 series, and a row for each of the 18 runs that measured nothing.
+    assert (len(context.runs), len(context.overview)) == (88, 103 + 18)
     page = Page(html)
     assert page.sections[:2] == ["overview", "run1"]
     overview = _section(html, "overview")
-    assert Page(overview).rows["overview verdicts"] == 103
+    assert Page(overview).rows["overview verdicts"] == 121
     ids = set(re.findall(r' id="([^"]+)"', html))
     links = re.findall(r'href="#([^"]+)"', overview)
     assert set(links) <= ids
-    # Each series twice: the table's run cell and its small multiple's title.
-    assert len([link for link in links if link.startswith("run")]) == 2 * 103
+    # Each series twice: the table's run cell and its small multiple's title; each
+    # run without rows once, to its section.
+    assert len([link for link in links if link.startswith("run")]) == 2 * 103 + 18
     text = Page(overview).all_text
     assert (
         f"i NOTE v2021.14_allgather_np4.log (run 0) all_gather float32 4 ranks 4 {DASH} "
@@ -182,7 +184,7 @@ def test_overview_judges_each_series_of_a_run(
         if o.run.short_label == "v2021.14_allreduce_dtype_all_np4.log (run 0)"
     ]
     assert rows[0].run.verdict.label == "CHECK"  # the float64 series' busbw falls
-    mine = {o.block.title: (o.finding.label, o.why[:30]) for o in rows}
+    mine = {o.series: (o.finding.label, o.why[:30]) for o in rows}
     assert mine["all_reduce float64 sum 4 ranks"] == (
         "CHECK",
         "busbw falls with size: 0.0021 ",
@@ -387,6 +389,7 @@ def test_a_run_without_a_section_shows_the_same_overview_figures(
                 o.finding,
             )
             for o in report.overview
+            if o.block is not None
         ]
 
     full = build_context(result)
@@ -395,4 +398,119 @@ def test_a_run_without_a_section_shows_the_same_overview_figures(
     assert not any(r.detailed for r in bare.runs)
     assert bare.details_left_out == len(bare.runs) == len(full.runs) > 80
     assert figures(bare) == figures(full)
-    assert sum(o.block.plateau_busbw_gbps is not None for o in bare.overview) > 5
+    assert (
+        sum(
+            o.block is not None and o.block.plateau_busbw_gbps is not None
+            for o in bare.overview
+        )
+        > 5
+    )
+
+
+# --- the overview tells the worst first (issue 29) ------------------------------
+
+NCCL_FIXTURES = sorted((FIXTURES / "nccl").glob("*.log"))
+# (verdict, file name up to its first "_", run, series): every one of the 34 runs,
+# worst first, then by file and run; a run that measured nothing says how it ended.
+NCCL_OVERVIEW = [
+    ("FAIL", "containertoolkit-77", 0, "all_reduce: truncated, no measurement"),
+    ("FAIL", "nccl-1531", 0, "alltoall: truncated, no measurement"),
+    ("FAIL", "nccl-1812", 0, "all_reduce: truncated, no measurement"),
+    ("FAIL", "nccl-2169", 0, "alltoall: truncated, no measurement"),
+    ("FAIL", "nccltests-104b", 0, "sendrecv: truncated, no measurement"),
+    ("FAIL", "nccltests-249", 0, "all_reduce: truncated, no measurement"),
+    ("FAIL", "nccltests-280", 0, "all_reduce: failed, no measurement"),
+    ("FAIL", "nccltests-322", 0, "all_reduce float32 sum"),
+    ("FAIL", "nccltests-5", 0, "all_reduce: failed, no measurement"),
+    ("FAIL", "rccltests-50", 0, "all_reduce: failed, no measurement"),
+    ("CHECK", "mscclpp-646", 0, "all_reduce bfloat16 sum 8 ranks"),
+    ("CHECK", "nccl-1435", 0, "all_gather bfloat16 2 ranks"),
+    ("CHECK", "nccl-2441", 0, "all_reduce float32 sum 4 ranks on 2 nodes"),
+    ("CHECK", "nccl-644", 0, "all_gather float32 8 ranks"),
+    ("CHECK", "nccltests-128", 0, "reduce_scatter float32 sum 8 ranks"),
+    ("CHECK", "nccltests-167", 0, "all_reduce float32 max 16 ranks"),
+    ("CHECK", "nccltests-167", 0, "all_reduce float32 min 16 ranks"),
+    ("CHECK", "nccltests-214", 0, "sendrecv float32 sum 2 ranks on 2 nodes"),
+    ("CHECK", "nccltests-280", 1, "all_reduce float32 sum 3 ranks on 1 node"),
+    ("CHECK", "nccltests-287", 0, "all_reduce float32 sum 1 ranks on 1 node"),
+    ("CHECK", "nccltests-44", 0, "reduce float32 sum root 0"),
+    ("CHECK", "nccltests-82", 0, "broadcast float32 2 ranks on 2 nodes root 0"),
+    ("CHECK", "npkit-19", 0, "all_reduce float32 sum 4 ranks on 1 node"),
+    ("CHECK", "pytorch-84803", 0, "all_reduce float32 sum 1 ranks on 1 node"),
+    ("CHECK", "rccl-1490", 0, "all_gather float32 32 ranks"),
+    ("CHECK", "rccl-2075", 0, "hypercube float32 2 ranks"),
+    ("CHECK", "rccl-929", 0, "all_reduce float32 sum"),
+    ("NOTE", "nccl-1706", 0, "all_reduce float32 sum 2 ranks"),
+    ("NOTE", "nccltests-119", 0, "all_reduce float32 sum 24 ranks"),
+    ("NOTE", "nccltests-252", 0, "all_reduce float32 sum 8 ranks"),
+    ("NOTE", "rccl-2078", 0, "all_reduce float32 sum 16 ranks"),
+    ("NOTE", "repo-ztan-a3mega", 0, "all_reduce float32 sum 16 ranks on 2 nodes"),
+    ("OK", "superbench-testdata", 0, "alltoall float32 8 ranks on 1 node"),
+    ("OK", "superbench-testdata", 0, "broadcast float32 8 ranks on 1 node root 0"),
+    ("OK", "superbench-testdata", 0, "reduce float32 sum 8 ranks on 1 node root 0"),
+]
+
+
+@pytest.fixture(scope="module")
+def nccl_fixtures() -> tuple[ReportContext, str]:
+    context = build_context(ncclparse.parse_many(NCCL_FIXTURES))
+    return context, render_report(context)
+
+
+def test_overview_lists_every_run_worst_first(
+    nccl_fixtures: tuple[ReportContext, str],
+) -> None:
+    context, _ = nccl_fixtures
+    assert len(context.runs) == 34
+    shown = [
+        (o.finding.label, o.run.short_label.split("_")[0], o.run.run, o.series)
+        for o in context.overview
+    ]
+    assert shown == NCCL_OVERVIEW
+    assert {(o.run.source, o.run.run) for o in context.overview} == {
+        (r.source, r.run) for r in context.runs
+    }
+    # A run without rows: every finding, worst first.
+    assert context.overview[0].why == (
+        "the run produced no measurement; truncated: the log ends at line 15 before "
+        "the run's footer; larger sizes were not measured"
+    )
+
+
+def test_first_screen_counts_each_verdict_and_links_to_it(
+    nccl_fixtures: tuple[ReportContext, str],
+) -> None:
+    _, html = nccl_fixtures
+    header = html[html.index("<header>") : html.index("</header>")]
+    counts = re.search(r'<p class="counts" id="counts">(.*?)</p>', header, re.S)
+    assert counts is not None
+    assert re.sub(r"<[^>]+>", "", counts.group(1)) == (
+        "34 runs: 10 FAIL, 16 CHECK, 5 NOTE, 3 OK. Worst first in the overview "
+        "below; each count links to its runs."
+    )
+    assert re.findall(r'href="#(overview-\w+)"', counts.group(1)) == [
+        "overview-fail",
+        "overview-check",
+        "overview-note",
+        "overview-ok",
+    ]
+    # Each count's anchor is the first row of its verdict.
+    overview = _section(html, "overview")
+    rows = re.findall(
+        r"<tr( id=\"[^\"]+\")?><td data-label=\"verdict\">(.*?)</td>", overview
+    )
+    opened = [(i, anchor) for i, (anchor, _) in enumerate(rows) if anchor]
+    assert opened == [
+        (0, ' id="overview-fail"'),
+        (10, ' id="overview-check"'),
+        (27, ' id="overview-note"'),
+        (32, ' id="overview-ok"'),
+    ]
+    # Every row links to its run's section: a run without rows to the run itself.
+    links = re.findall(
+        r'<td data-label="run" class="mono run"><a href="#([^"]+)"', overview
+    )
+    assert len(links) == 35
+    assert links[0] == "run1"
+    ids = set(re.findall(r' id="([^"]+)"', html))
+    assert set(links) <= ids

@@ -10,17 +10,26 @@ in check order, hosts most suspicious first), so the same input gives the same p
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from ncclparse.efficiency.fits import BANDWIDTH_BOUND_BYTES
 from ncclparse.health.verdict import LABELS, Level
 
 if TYPE_CHECKING:
     from ncclparse.health.blame import HostScore
+    from ncclparse.health.cases import Case, SizeMiss
     from ncclparse.health.check import CheckResult
 
-__all__ = ["CheckSummary", "EvidenceRun", "FailedCase", "RunLink", "SlowHost"]
+__all__ = [
+    "CheckSummary",
+    "EvidenceRun",
+    "FailedCase",
+    "RunLink",
+    "SlowHost",
+    "by_importance",
+]
 
 EVIDENCE_SHOWN = 6  # evidence runs spelled out per host; the rest are counted
 SIZES_SHOWN = 5  # sizes spelled out per failed case; the rest are counted
@@ -34,13 +43,15 @@ class RunLink:
     anchor: str
     label: str
     title: str
+    bandwidth_bound_bytes: float | None = None  # where the run turns bandwidth-bound
 
 
 @dataclass(frozen=True, slots=True)
 class FailedCase:
     """One failed check case. ``run`` links to the run's section when the report has
-    it; ``sizes`` are the sizes of the case's findings (the first few, in bytes) and
-    ``more_sizes`` how many are left out; ``message`` is the check's own text, naming
+    it; ``sizes`` are the sizes of the case's findings (the first few, in bytes,
+    most telling first: see :func:`by_importance`) and ``more_sizes`` how many are
+    left out; ``message`` is the check's own text, naming
     the numbers against their threshold."""
 
     rule: str
@@ -120,7 +131,12 @@ def check_summary(
             run=runs.get((c.source, c.run)) if c.source and c.run is not None else None,
             hosts=c.hosts,
             collective=c.collective,
-            sizes=tuple(dict.fromkeys(f.size_bytes for f in c.findings))[:SIZES_SHOWN],
+            sizes=tuple(
+                dict.fromkeys(
+                    f.size_bytes
+                    for f in by_importance(c.findings, _bound_from(runs, c))
+                )
+            )[:SIZES_SHOWN],
             more_sizes=max(0, len({f.size_bytes for f in c.findings}) - SIZES_SHOWN),
             message=c.message,
         )
@@ -164,3 +180,35 @@ def _slow_host(host: HostScore, runs: Mapping[tuple[str, int], RunLink]) -> Slow
 def _unlisted(source: str, run: int) -> RunLink:
     label = f"{source} (run {run})"
     return RunLink("", label, label)
+
+
+def by_importance(
+    findings: Sequence[SizeMiss], bandwidth_bound_bytes: float | None
+) -> list[SizeMiss]:
+    """``findings`` most telling first: the bandwidth-bound sizes (from
+    ``bandwidth_bound_bytes``, the run's, else from 1 GiB where every size is),
+    biggest drop first (relative to the limit, or to the history baseline), then
+    the latency-bound ones the same way; ties by size, largest first. An 8 GiB
+    busbw drop reads before 8 B and 128 B a few microseconds slow."""
+    start = (
+        BANDWIDTH_BOUND_BYTES
+        if bandwidth_bound_bytes is None
+        else bandwidth_bound_bytes
+    )
+
+    def drop(miss: SizeMiss) -> float:
+        reference = miss.limit if miss.baseline is None else miss.baseline
+        return abs(miss.value - reference) / abs(reference) if reference else 0.0
+
+    return sorted(
+        findings,
+        key=lambda m: (m.size_bytes < start, -drop(m), -m.size_bytes),
+    )
+
+
+def _bound_from(runs: Mapping[tuple[str, int], RunLink], case: Case) -> float | None:
+    """Where the case's run turns bandwidth-bound, if the report knows."""
+    if case.source is None or case.run is None:
+        return None
+    link = runs.get((case.source, case.run))
+    return None if link is None else link.bandwidth_bound_bytes

@@ -24,10 +24,13 @@ from markupsafe import Markup
 
 from ncclparse._arrow import frame, rows_by_run, run_rows
 from ncclparse.efficiency import Analysis, analyze, per_iteration
+from ncclparse.efficiency.algorithms import SHOWN
 from ncclparse.efficiency.hardware import HardwareOptions
+from ncclparse.efficiency.profile import HardwareProfile
 from ncclparse.formatting import format_bytes, series_label
 from ncclparse.health.rules import DEFAULT_RULES, VerdictPolicy
 from ncclparse.health.verdict import (
+    LABELS,
     AnalysedRows,
     Finding,
     Level,
@@ -40,7 +43,9 @@ from ncclparse.health.verdict import (
 from ncclparse.parsers import ParseResult
 from ncclparse.report import plots
 from ncclparse.report.checks import CheckSummary, RunLink, check_summary
+from ncclparse.report.derivation import Figures, derivation
 from ncclparse.report.facts import (
+    ALGORITHM_BASIS,
     Message,
     ProfileInfo,
     algorithm_facts,
@@ -54,10 +59,12 @@ from ncclparse.report.page import (
     Block,
     Chart,
     ComparisonRow,
+    IdealReading,
     OverviewRow,
     ReportContext,
     RunReport,
     SizeRow,
+    VerdictCount,
 )
 from ncclparse.report.tables import size_table
 from ncclparse.schema import BLOCK_KEYS, MEASUREMENTS_SCHEMA, SCHEMA_VERSION
@@ -139,6 +146,7 @@ def build_context(
             charted=charted,
             stdin=stdin,
             detailed=(run["source"], run["run"]) in shown,
+            profile=analysis.profiles[0] if len(analysis.profiles) == 1 else None,
         )
         for index, run in enumerate(listed)
     ]
@@ -146,11 +154,7 @@ def build_context(
     errors, inputs = _inputs(result, failures, stdin)
     # One run of many series gets the overview too: its small multiples are the
     # only charts such a page has.
-    overview = (
-        tuple(_overview_row(r, b) for r in runs for b in r.blocks)
-        if len(runs) > 1 or not charted
-        else ()
-    )
+    overview = _overview(runs) if len(runs) > 1 or not charted else ()
     return ReportContext(
         title=title or f"ncclparse report: {inputs}",
         runs=tuple(runs),
@@ -165,6 +169,7 @@ def build_context(
         policy=policy,
         checks=None if check is None else check_summary(check, _links(runs)),
         overview=overview,
+        verdict_counts=_verdict_counts(runs) if overview else (),
         small_multiples=() if charted else _small_multiples(overview),
         charts_per_block=charted,
         pairs=_pairs(result, check),
@@ -226,10 +231,22 @@ def _links(runs: Sequence[RunReport]) -> dict[tuple[str, int], RunLink]:
     """Where the Checks section links each run: its section, if it has one."""
     return {
         (r.source, r.run): RunLink(
-            r.anchor if r.detailed else "", r.short_label, r.label
+            r.anchor if r.detailed else "",
+            r.short_label,
+            r.label,
+            min(starts) if (starts := _bandwidth_starts(r)) else None,
         )
         for r in runs
     }
+
+
+def _bandwidth_starts(run: RunReport) -> list[float]:
+    """The sizes where each block of ``run`` turns bandwidth-bound, where known."""
+    return [
+        b.bandwidth_bound_bytes
+        for b in run.blocks
+        if b.bandwidth_bound_bytes is not None
+    ]
 
 
 def _detailed(
@@ -279,6 +296,51 @@ def _pairs(result: ParseResult, check: CheckResult | None) -> Chart | None:
     return Chart("Pairs of hosts", caption, Markup(svg))
 
 
+# Worst first: the order of the overview and of its counts line.
+_SEVERITY: tuple[Level, ...] = ("bad", "warn", "info", "ok")
+
+
+def _overview(runs: Sequence[RunReport]) -> tuple[OverviewRow, ...]:
+    """Every run in the overview, a row per block (a run without rows gets one of its
+    own), worst run verdict first, then by file and run: a failure is never below
+    the fold of a long list of healthy runs."""
+    ordered = sorted(
+        runs,
+        key=lambda r: (_SEVERITY.index(r.verdict.level), r.source, r.run),
+    )
+    found: list[OverviewRow] = []
+    for run in ordered:
+        rows = [_overview_row(run, b) for b in run.blocks] or [_no_rows(run)]
+        if not found or found[-1].run.verdict.level != run.verdict.level:
+            rows[0] = dataclasses.replace(
+                rows[0], opens=overview_anchor(run.verdict.level)
+            )
+        found.extend(rows)
+    return tuple(found)
+
+
+def _no_rows(run: RunReport) -> OverviewRow:
+    """The overview row of a run that measured nothing: every finding says why."""
+    findings = run.verdict.findings
+    return OverviewRow(run, None, findings[0], "; ".join(f.text for f in findings))
+
+
+def _verdict_counts(runs: Sequence[RunReport]) -> tuple[VerdictCount, ...]:
+    """How many runs have each verdict that occurs, worst first; each links to the
+    first overview row of its verdict (see :func:`overview_anchor`)."""
+    counts = Counter(r.verdict.level for r in runs)
+    return tuple(
+        VerdictCount(level, LABELS[level][0], counts[level], overview_anchor(level))
+        for level in _SEVERITY
+        if counts[level]
+    )
+
+
+def overview_anchor(level: Level) -> str:
+    """The id of the first overview row of runs with verdict ``level``."""
+    return f"overview-{LABELS[level][0].lower()}"
+
+
 def _overview_row(run: RunReport, block: Block) -> OverviewRow:
     """The block's own verdict: judge_run prefixes a block's findings with its series
     name when the run has several blocks; findings without a prefix (status, data)
@@ -307,11 +369,13 @@ def _run_report(
     charted: bool,
     stdin: str,
     detailed: bool = True,
+    profile: HardwareProfile | None = None,
 ) -> RunReport:
     """The report of one run (a ``runs`` row) from its analysed rows, fits and
     blocks (:func:`blocks_of`) and its verdict; its blocks get their charts when
     ``charted``; without ``detailed`` only what the overview shows (the run has no
-    section); source "-" is named ``stdin``."""
+    section); source "-" is named ``stdin``; ``profile``: the one hardware profile
+    the analysis used, if one, for the ideal's arithmetic."""
     mine, my_fits, groups = analysed
     # The anchor counts the report's runs (unique across sources); the text names the
     # run by the schema's own 0-based number.
@@ -322,8 +386,20 @@ def _run_report(
         for column, value in zip(BLOCK_KEYS, key, strict=True):
             block_fits = block_fits[_same(block_fits[column], value)]
         made = _block if detailed else _overview_block
+        hardware = (
+            None
+            if profile is None or run["nnodes"] is None
+            else (profile, run["nnodes"])
+        )
         blocks.append(
-            made(f"{anchor}-{number}", key, group.frame(), block_fits, charted=charted)
+            made(
+                f"{anchor}-{number}",
+                key,
+                group.frame(),
+                block_fits,
+                charted=charted,
+                hardware=hardware,
+            )
         )
     devices = Counter(d for d in run["devices"] if d)
     device = next(iter(devices)) if len(devices) == 1 else None
@@ -404,9 +480,14 @@ def _block(
     fits: pd.DataFrame,
     *,
     charted: bool = True,
+    hardware: tuple[HardwareProfile, int] | None = None,
 ) -> Block:
+    """A block with its tables, key figures and (when ``charted``) charts;
+    ``hardware`` (the one profile the analysis used and the run's node count)
+    lets the ideal card show its arithmetic."""
     values, nranks = _key_values(key)
     collective = values["collective"]
+    figures = _figures(hardware, nranks)
     rows = rows.sort_values(["size_bytes", "placement"], ascending=[True, False])
     # Every other size is shaded in the table, so both placements of a size pair up.
     stripes = {s: i % 2 == 1 for i, s in enumerate(sorted(set(rows["size_bytes"])))}
@@ -418,8 +499,12 @@ def _block(
     largest = _largest(size_rows)
     chosen = fits[fits["placement"] == (largest.placement if largest else "")]
     fit = chosen.to_dict("records")[0] if not chosen.empty else {}
-    crossover = _number(fit.get("crossover_bytes"))
-    charts = _charts(anchor, rows, fits, _regime_boundary(rows)) if charted else ()
+    # The placement the verdict judges: the card and the charts' shading say where
+    # it turns bandwidth-bound, from the one figure.
+    judged_rows = rows[rows["placement"] == largest.placement] if largest else rows
+    bound_from = bandwidth_bound_from(judged_rows)
+    shade = _shading_end(judged_rows, bound_from)
+    charts = _charts(anchor, rows, fits, shade) if charted else ()
     with_busbw = [r for r in size_rows if r.busbw_calc_gbps is not None]
     peak = max(with_busbw, key=lambda r: r.busbw_calc_gbps or 0.0, default=None)
     bound = [r for r in size_rows if r.regime == "bandwidth-bound" and r.efficiency]
@@ -440,7 +525,7 @@ def _block(
         peak=peak,
         alpha_us=_number(fit.get("alpha_us")),
         beta_busbw_gbps=_number(fit.get("beta_busbw_gbps")),
-        crossover_bytes=crossover,
+        bandwidth_bound_bytes=bound_from,
         fit_class=_value(fit.get("fit_class")),
         median_error_pct=_number(fit.get("median_error_pct")),
         charts=charts,
@@ -454,7 +539,63 @@ def _block(
         plateau_busbw_gbps=plateau_busbw,
         plateau_efficiency=plateau_efficiency,
         segments_text=_segments_text(fit.get("segments")),
+        readings=_readings(rows, largest, figures),
+        figures=None if figures is None else figures.text(),
+        algorithm_basis=_basis(rows, largest),
     )
+
+
+def _judged_record(rows: pd.DataFrame, largest: SizeRow | None) -> dict[str, Any]:
+    """The analysed row of the size the verdict judges (empty without one)."""
+    if largest is None:
+        return {}
+    at = rows[
+        (rows["size_bytes"] == largest.size_bytes)
+        & (rows["placement"] == largest.placement)
+    ]
+    names = [
+        "collective", "algorithm", "algorithm_low", "algorithm_basis",
+        "ideal_low_busbw_gbps",
+    ]  # fmt: skip
+    found = at[[n for n in names if n in at]].to_dict("records")
+    return {str(k): _value(v) for k, v in found[0].items()} if found else {}
+
+
+def _readings(
+    rows: pd.DataFrame, largest: SizeRow | None, figures: Figures | None
+) -> tuple[IdealReading, ...]:
+    """What a perfect link would reach at the judged size: the strict reading (the
+    ideal the efficiency column uses), then the lenient one where it differs."""
+    if largest is None or largest.ideal_busbw_gbps is None:
+        return ()
+    record = _judged_record(rows, largest)
+    all_reduce = record.get("collective") == "all_reduce"
+
+    def reading(algorithm: str | None, ideal: float) -> IdealReading:
+        busbw = largest.busbw_calc_gbps
+        return IdealReading(
+            None if algorithm is None else SHOWN.get(algorithm, algorithm),
+            ideal,
+            None if busbw is None or not ideal else busbw / ideal,
+            None
+            if figures is None or algorithm is None
+            else derivation(algorithm, all_reduce, figures, ideal),
+        )
+
+    strict = reading(record.get("algorithm"), largest.ideal_busbw_gbps)
+    low = record.get("ideal_low_busbw_gbps")
+    if low is None or (
+        record.get("algorithm_low") == record.get("algorithm")
+        and abs(low - largest.ideal_busbw_gbps) < 0.05
+    ):
+        return (strict,)
+    return (strict, reading(record.get("algorithm_low"), float(low)))
+
+
+def _basis(rows: pd.DataFrame, largest: SizeRow | None) -> str | None:
+    """How the judged algorithm is known, in words (None: no algorithm judged)."""
+    basis = _judged_record(rows, largest).get("algorithm_basis")
+    return None if basis is None else ALGORITHM_BASIS.get(str(basis))
 
 
 def _segments_text(segments: Any) -> str | None:
@@ -475,6 +616,7 @@ def _overview_block(
     fits: pd.DataFrame,
     *,
     charted: bool = True,
+    hardware: tuple[HardwareProfile, int] | None = None,
 ) -> Block:
     """A block of a run without a section: what the overview shows (title, ranks,
     peak and plateau), without tables, charts or fits; building every row of a
@@ -497,7 +639,7 @@ def _overview_block(
         peak=peak,
         alpha_us=None,
         beta_busbw_gbps=None,
-        crossover_bytes=None,
+        bandwidth_bound_bytes=None,
         fit_class=None,
         median_error_pct=None,
         charts=(),
@@ -506,6 +648,19 @@ def _overview_block(
         plateau_busbw_gbps=plateau_busbw,
         plateau_efficiency=plateau_efficiency,
     )
+
+
+def _figures(
+    hardware: tuple[HardwareProfile, int] | None, nranks: int | None
+) -> Figures | None:
+    """The profile's B and I with the block's ranks and the run's nodes; None where
+    one is unknown (or I is, across nodes)."""
+    if hardware is None or nranks is None:
+        return None
+    profile, nodes = hardware
+    if nodes < 1 or (nodes > 1 and profile.inter_gbps is None):
+        return None
+    return Figures(profile.intra_gbps, profile.inter_gbps or math.inf, nranks, nodes)
 
 
 def _algorithm(rows: pd.DataFrame) -> tuple[tuple[str, str], ...]:
@@ -538,18 +693,30 @@ def _median(column: pd.Series) -> float | None:
     return None if values.empty else float(values.median())
 
 
-def _regime_boundary(rows: pd.DataFrame) -> float | None:
+def bandwidth_bound_from(rows: pd.DataFrame) -> float | None:
+    """The size from which a block is bandwidth-bound: the smallest bandwidth-bound
+    size above every latency-bound one, as the rows' regime says (latency is less
+    than half the measured time from there on). The key-number card, the charts'
+    shading and the per-size table's fold all read this one figure. None: no size is
+    bandwidth-bound."""
+    sizes = rows[rows["size_bytes"] > 0]
+    latency = sizes[sizes["regime"] == "latency-bound"]["size_bytes"]
+    last = float(latency.max()) if not latency.empty else 0.0
+    above = sizes[(sizes["regime"] == "bandwidth-bound") & (sizes["size_bytes"] > last)]
+    return None if above.empty else float(above["size_bytes"].min())
+
+
+def _shading_end(rows: pd.DataFrame, start: float | None) -> float | None:
     """Where the charts' latency-bound shading ends: between the largest latency-bound
-    size and the next bandwidth-bound one (geometric mean), as the rows' regime says."""
+    size of ``rows`` and ``start`` (their :func:`bandwidth_bound_from`; geometric
+    mean), or past the largest size when every size is latency-bound; None when
+    none is."""
     sizes = rows[rows["size_bytes"] > 0]
     latency = sizes[sizes["regime"] == "latency-bound"]["size_bytes"]
     if latency.empty:
         return None
     last = float(latency.max())
-    above = sizes[(sizes["regime"] == "bandwidth-bound") & (sizes["size_bytes"] > last)]
-    if above.empty:
-        return last * 2
-    return math.sqrt(last * float(above["size_bytes"].min()))
+    return last * 2 if start is None else math.sqrt(last * start)
 
 
 def _charts(
@@ -563,9 +730,9 @@ def _charts(
         charts.append(
             Chart(
                 "Bus bandwidth",
-                "Recomputed bus bandwidth per size against the ideal and the expected "
-                "curve (one alpha-beta segment per protocol range, named); shaded "
-                "sizes are latency-bound.",
+                "Recomputed bus bandwidth per size against what a perfect link would "
+                "reach (the ideal) and the expected curve (one fitted segment per "
+                "protocol range, named); shaded sizes are latency-bound.",
                 Markup(
                     plots.bandwidth_plot(
                         rows, fits, plot_id=f"{anchor}-bw", crossover=crossover
@@ -616,9 +783,9 @@ def _small_multiples(overview: Sequence[OverviewRow]) -> tuple[Chart, ...]:
     judges, titled by verdict and run, linking to the block's section."""
     by_collective: dict[str, list[plots.Panel]] = {}
     for item in overview:
-        if not item.run.detailed:
-            continue  # a panel links to its section
         block = item.block
+        if not item.run.detailed or block is None:
+            continue  # a panel links to its section and draws a series
         placement = block.largest.placement if block.largest else ""
         rows = [r for r in block.rows if r.placement == placement]
         by_collective.setdefault(block.collective, []).append(

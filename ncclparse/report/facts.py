@@ -14,6 +14,7 @@ from typing import Any, Literal
 from ncclparse.efficiency.algorithms import SHOWN
 
 __all__ = [
+    "ALGORITHM_BASIS",
     "Message",
     "ProfileInfo",
     "failure_message",
@@ -81,7 +82,7 @@ def run_metadata(run: dict[str, Any]) -> tuple[tuple[str, str], ...]:
 
 
 # How the judged algorithm is known (analysis column algorithm_basis), in words.
-_BASIS = {
+ALGORITHM_BASIS = {
     "log": "read from the log (NCCL_ALGO or NCCL's per-size choices)",
     "only": "the collective's only pattern",
     "inferred": "what NCCL chooses where the log shows NVLS channels",
@@ -101,7 +102,7 @@ def algorithm_facts(rows: list[dict[str, Any]]) -> tuple[tuple[str, str], ...]:
         n for n in (last["algorithm_low"], last["algorithm"]) if isinstance(n, str)
     ]
     shown = " or ".join(dict.fromkeys(SHOWN.get(n, n) for n in names))
-    basis = _BASIS.get(str(last.get("algorithm_basis")), "")
+    basis = ALGORITHM_BASIS.get(str(last.get("algorithm_basis")), "")
     return (("algorithm judged", f"{shown} ({basis})" if basis else shown),)
 
 

@@ -70,6 +70,11 @@ _RC: dict[RcKeyType, object] = {
     "lines.linewidth": 1.4,
 }
 _FIGSIZE = (7.2, 3.4)  # inches: fills a laptop-width column, two per printed page
+# The report's charts: as wide as a phone shows them (a 390 px screen less margins is
+# 350 px, 4.8 in = 345.6 pt), so their 10 pt text stays 10 px there; wider screens
+# scale them up.
+PAGE_FIGSIZE = (4.8, 3.8)
+PAGE_TEXT = 10  # pt: legends and labels of the report's charts, as large as ticks
 _LATENCY_FILL = "#ececec"
 _P = ParamSpec("_P")
 
@@ -85,14 +90,15 @@ def styled(draw: Callable[_P, str]) -> Callable[_P, str]:
     return wrapper
 
 
-def figure() -> tuple[Figure, Axes]:
-    """A new figure of the report's chart size with one axes."""
-    fig = Figure(figsize=_FIGSIZE, layout="constrained")
+def figure(figsize: tuple[float, float] = _FIGSIZE) -> tuple[Figure, Axes]:
+    """A new figure of ``figsize`` inches (default: a laptop column) with one axes."""
+    fig = Figure(figsize=figsize, layout="constrained")
     return fig, fig.add_subplot()
 
 
-def size_axis(ax: Axes, sizes: pd.Series) -> None:
-    """Log2 size axis with at most 9 labelled powers of two ("8 B" ... "8 GiB")."""
+def size_axis(ax: Axes, sizes: pd.Series, labels: int = 9) -> None:
+    """Log2 size axis with at most ``labels`` labelled powers of two ("8 B" ...
+    "8 GiB")."""
     ax.set_xscale("log", base=2)
     ax.set_xlabel("message size")
     ax.xaxis.set_minor_locator(NullLocator())
@@ -100,7 +106,7 @@ def size_axis(ax: Axes, sizes: pd.Series) -> None:
         return
     lo = math.floor(math.log2(float(sizes.min())))
     hi = math.ceil(math.log2(float(sizes.max())))
-    step = max(1, math.ceil((hi - lo + 1) / 9))
+    step = max(1, math.ceil((hi - lo + 1) / labels))
     ax.xaxis.set_major_locator(FixedLocator([2.0**e for e in range(lo, hi + 1, step)]))
     ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _: format_bytes(v)))
     pad = 2 ** (0.3 * step)
@@ -125,7 +131,7 @@ def regions(ax: Axes, crossover: float | None, sizes: pd.Series) -> None:
         transform=ax.get_xaxis_transform(),
         va="bottom",
         ha="left",
-        fontsize=8,
+        fontsize=PAGE_TEXT,
         color="#555555",
     )
     if crossover < right:
@@ -137,7 +143,7 @@ def regions(ax: Axes, crossover: float | None, sizes: pd.Series) -> None:
             transform=ax.get_xaxis_transform(),
             va="bottom",
             ha="left",
-            fontsize=8,
+            fontsize=PAGE_TEXT,
             color="#555555",
         )
     ax.set_xlim(left, right)
@@ -162,12 +168,20 @@ _NO_ROTATION = re.compile(r' transform="rotate\(-0 [^"]*\)"')
 
 
 def finish(
-    fig: Figure, ax: Axes, plot_id: str, title: str, legend_columns: int = 3
+    fig: Figure,
+    ax: Axes,
+    plot_id: str,
+    title: str,
+    legend_columns: int = 3,
+    legend_size: float = 8,
 ) -> str:
-    """Legend, SVG export, and clean-up for inlining (see the module docstring)."""
+    """Legend (``legend_size`` pt), SVG export, and clean-up for inlining (see the
+    module docstring)."""
     if ax.get_legend_handles_labels()[0]:
         # Below the axes, so every chart's plot area has the same width.
-        fig.legend(loc="outside lower center", ncols=legend_columns, fontsize=8)
+        fig.legend(
+            loc="outside lower center", ncols=legend_columns, fontsize=legend_size
+        )
     buffer = io.StringIO()
     fig.savefig(buffer, format="svg", metadata={"Date": None})
     svg = buffer.getvalue()

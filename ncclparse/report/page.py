@@ -23,10 +23,12 @@ __all__ = [
     "Chart",
     "Column",
     "ComparisonRow",
+    "IdealReading",
     "OverviewRow",
     "ReportContext",
     "RunReport",
     "SizeRow",
+    "VerdictCount",
 ]
 
 
@@ -96,14 +98,32 @@ class SizeRow:
 
 
 @dataclass(frozen=True, slots=True)
+class IdealReading:
+    """One reading of what a perfect link would reach at a block's judged size:
+    the ``algorithm`` (as pages name it), its bound ``ideal_gbps``, the measured
+    ``efficiency`` against it and its ``derivation`` (None where it cannot be
+    shown)."""
+
+    algorithm: str | None
+    ideal_gbps: float
+    efficiency: float | None
+    derivation: str | None
+
+
+@dataclass(frozen=True, slots=True)
 class Block:
     """One series group of a run: a collective, dtype, redop, root and rank count.
 
     ``largest`` is the row the verdict judges (largest size, out-of-place preferred);
-    ``alpha_us``/``beta_busbw_gbps`` (β in busbw units)/``crossover_bytes``/
-    ``fit_class`` come from the fit of
-    the same placement; ``segments_text`` names its expected curve's segments
-    and their size ranges. ``worst`` are the bandwidth-bound rows furthest from ideal.
+    ``alpha_us`` (the latency)/``beta_busbw_gbps`` (the fit's large-message limit, in
+    busbw units)/``fit_class`` come from the fit of the same placement;
+    ``bandwidth_bound_bytes`` is the smallest size from which every size is
+    bandwidth-bound (the charts shade below it; None: none is);
+    ``readings`` what a perfect link would reach at ``largest``, strict first,
+    then the lenient reading where it differs, with ``figures`` the hardware and
+    topology their derivations use; ``segments_text`` names its expected curve's
+    segments and their size ranges. ``worst`` are the bandwidth-bound rows furthest
+    from ideal.
 
     The per-size table: ``shown`` rows under ``columns`` (only the columns with a
     value in this block); ``collapsed`` the leading latency-bound sizes, summed up in
@@ -121,7 +141,7 @@ class Block:
     peak: SizeRow | None
     alpha_us: float | None
     beta_busbw_gbps: float | None
-    crossover_bytes: float | None
+    bandwidth_bound_bytes: float | None
     fit_class: str | None
     median_error_pct: float | None
     charts: tuple[Chart, ...]
@@ -135,6 +155,9 @@ class Block:
     plateau_busbw_gbps: float | None = None
     plateau_efficiency: float | None = None
     segments_text: str | None = None
+    readings: tuple[IdealReading, ...] = ()
+    figures: str | None = None
+    algorithm_basis: str | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -162,14 +185,39 @@ class RunReport:
 @dataclass(frozen=True, slots=True)
 class OverviewRow:
     """One row of a multi-run report's overview: a block of a run (most runs are one
-    block), linking to the block's section. ``finding`` is the worst of the run's
-    findings about this block or the whole run; ``why`` its text without the series
-    name the row already shows."""
+    block), or the whole run when it measured nothing (``block`` None: it failed or
+    was cut off before its first row). ``finding`` is the worst of the run's findings
+    about this block or the whole run; ``why`` its text without the series name the
+    row already shows."""
 
     run: RunReport
-    block: Block
+    block: Block | None
     finding: Finding
     why: str
+    opens: str = ""  # the first row of its run verdict: the id the counts link to
+
+    @property
+    def series(self) -> str:
+        """The block's series, or what a run without rows ran and how it ended."""
+        if self.block is not None:
+            return self.block.title
+        return f"{self.run.collectives}: {self.run.status}, no measurement"
+
+    @property
+    def anchor(self) -> str:
+        """Where the row links: its block's section, else its run's."""
+        return self.run.anchor if self.block is None else self.block.anchor
+
+
+@dataclass(frozen=True, slots=True)
+class VerdictCount:
+    """How many runs have one verdict (``level``, ``label``), and the anchor of the
+    first overview row of that verdict."""
+
+    level: str
+    label: str
+    runs: int
+    anchor: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -186,8 +234,10 @@ class ReportContext:
 
     ``failures`` are inputs that could not be read at all (no run); ``overlay`` is the
     all-runs chart, present with two or more blocks; ``comparison`` its table.
-    ``overview``: one row per block when the report holds more than one run (or
-    too many blocks to chart one by one), else empty; ``small_multiples``:
+    ``overview``: one row per block (and per run without rows) when the report
+    holds more than one run (or too many blocks to chart one by one), else empty,
+    worst verdict first; ``verdict_counts`` how many runs have each verdict, worst
+    first; ``small_multiples``:
     per-collective grids of every block's busbw, drawn instead of each block's
     charts when there are too many blocks to chart one by one
     (``charts_per_block`` False).
@@ -211,6 +261,7 @@ class ReportContext:
     policy: VerdictPolicy
     checks: CheckSummary | None = None
     overview: tuple[OverviewRow, ...] = ()
+    verdict_counts: tuple[VerdictCount, ...] = ()
     small_multiples: tuple[Chart, ...] = ()
     charts_per_block: bool = True
     pairs: Chart | None = None

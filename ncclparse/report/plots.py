@@ -32,6 +32,8 @@ from ncclparse.report.figure import (
     COLORS,
     DASHES,
     MARKERS,
+    PAGE_FIGSIZE,
+    PAGE_TEXT,
     PLACEMENT_STYLE,
     figure,
     finish,
@@ -79,6 +81,7 @@ _PANEL = (2.4, 1.45)  # inches: three across the width of the other charts
 _INSET = (0.42, 0.08, 0.26, 0.38)  # plot area inside a panel: left, right, bottom, top
 _TITLE_CHARS = 40  # a longer name runs into the next panel
 _GREY = "#555555"
+_SIZE_LABELS = 5  # labelled sizes on a chart as narrow as a phone: 10 pt labels fit
 
 
 @styled
@@ -166,7 +169,7 @@ def bandwidth_plot(
     ``segments`` (or alpha_us and beta_gbps). Sizes below ``crossover`` are shaded
     as latency-bound. 0-byte rows are left out (no place on a log axis).
     """
-    fig, ax = figure()
+    fig, ax = figure(PAGE_FIGSIZE)
     data = _positive(rows)
     for placement, group in _by_placement(data):
         ax.plot(
@@ -188,11 +191,18 @@ def bandwidth_plot(
     factors = data["busbw_factor"].dropna()
     factor = float(factors.iloc[0]) if not factors.empty else 1.0
     _draw_curves(ax, _fit_curves(data, fits), lambda n, t: factor * n / t * 1e-3)
-    size_axis(ax, data["size_bytes"])
+    size_axis(ax, data["size_bytes"], labels=_SIZE_LABELS)
     regions(ax, crossover, data["size_bytes"])
     ax.set_ylim(bottom=0)
     ax.set_ylabel("bus bandwidth (GB/s)")
-    return finish(fig, ax, plot_id, "Bus bandwidth against message size")
+    return finish(
+        fig,
+        ax,
+        plot_id,
+        "Bus bandwidth against message size",
+        legend_columns=2,
+        legend_size=PAGE_TEXT,
+    )
 
 
 @styled
@@ -203,7 +213,7 @@ def time_plot(
 
     The ideal time is the bus bytes moved at the ideal bus bandwidth (no latency).
     """
-    fig, ax = figure()
+    fig, ax = figure(PAGE_FIGSIZE)
     data = _positive(rows)
     for placement, group in _by_placement(data):
         ax.plot(
@@ -227,7 +237,7 @@ def time_plot(
             linewidth=1.1,
             label="ideal (no latency)",
         )
-    size_axis(ax, data["size_bytes"])
+    size_axis(ax, data["size_bytes"], labels=_SIZE_LABELS)
     regions(ax, crossover, data["size_bytes"])
     ax.set_yscale("log")
     # The ideal of an 8-byte message is picoseconds: let it leave the axes rather
@@ -237,7 +247,14 @@ def time_plot(
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: format_time_us(v)))
     ax.yaxis.set_minor_locator(NullLocator())
     ax.set_ylabel("time per operation")
-    return finish(fig, ax, plot_id, "Time against message size")
+    return finish(
+        fig,
+        ax,
+        plot_id,
+        "Time against message size",
+        legend_columns=2,
+        legend_size=PAGE_TEXT,
+    )
 
 
 @styled
@@ -245,7 +262,7 @@ def efficiency_plot(
     rows: pd.DataFrame, *, plot_id: str, crossover: float | None
 ) -> str:
     """Efficiency (recomputed busbw / ideal) against size, in percent, with 100 %."""
-    fig, ax = figure()
+    fig, ax = figure(PAGE_FIGSIZE)
     data = _positive(rows).dropna(subset=["efficiency"])
     for placement, group in _by_placement(data):
         ax.plot(
@@ -255,13 +272,20 @@ def efficiency_plot(
             **PLACEMENT_STYLE[placement],
         )
     ax.axhline(100, color="black", linestyle=(0, (6, 3)), linewidth=1.1, label="ideal")
-    size_axis(ax, data["size_bytes"])
+    size_axis(ax, data["size_bytes"], labels=_SIZE_LABELS)
     regions(ax, crossover, data["size_bytes"])
     top = max(110.0, float((data["efficiency"] * 100).max()) * 1.05)
     ax.set_ylim(0, top)
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0f} %"))
     ax.set_ylabel("efficiency")
-    return finish(fig, ax, plot_id, "Efficiency against message size")
+    return finish(
+        fig,
+        ax,
+        plot_id,
+        "Efficiency against message size",
+        legend_columns=2,
+        legend_size=PAGE_TEXT,
+    )
 
 
 # (column, legend label, colour, hatch): hatches keep the stack legible in grey scale.
@@ -284,7 +308,7 @@ def gap_plot(rows: pd.DataFrame, *, plot_id: str) -> str:
     the stack reaches 100 %. A negative residual (faster than the fitted line) is
     drawn below zero. Components that are null for every size are left out.
     """
-    fig, ax = figure()
+    fig, ax = figure(PAGE_FIGSIZE)
     data = rows.dropna(subset=["gap_us"]).sort_values("size_bytes")
     x = np.arange(len(data))
     time = data["time_us"].to_numpy(dtype=float)
@@ -313,7 +337,7 @@ def gap_plot(rows: pd.DataFrame, *, plot_id: str) -> str:
         above, below = above + np.maximum(share, 0), below + np.minimum(share, 0)
     ax.axhline(0, color="black", linewidth=0.6)
     labels = [format_bytes(s) for s in data["size_bytes"]]
-    step = max(1, math.ceil(len(labels) / 10))
+    step = max(1, math.ceil(len(labels) / _SIZE_LABELS))
     ax.xaxis.set_major_locator(FixedLocator(x[::step].tolist()))
     ax.set_xticklabels(labels[::step])
     ax.set_xlim(-0.6, max(len(data), 1) - 0.4)
@@ -321,7 +345,14 @@ def gap_plot(rows: pd.DataFrame, *, plot_id: str) -> str:
     ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:.0f} %"))
     ax.set_ylabel("share of measured time")
     ax.set_xlabel("message size")
-    return finish(fig, ax, plot_id, "Where the time goes, per message size")
+    return finish(
+        fig,
+        ax,
+        plot_id,
+        "Where the time goes, per message size",
+        legend_columns=2,
+        legend_size=PAGE_TEXT,
+    )
 
 
 @styled
@@ -452,7 +483,7 @@ def _draw_curves(
                     textcoords="offset points",
                     ha="center",
                     va="bottom",
-                    fontsize=7.5,
+                    fontsize=PAGE_TEXT,
                     color=color,
                     bbox={"boxstyle": "round,pad=0.15", "fc": "white", "ec": "none"},
                 )
