@@ -358,7 +358,7 @@ def test_tags_become_valid_labels_and_values_are_escaped() -> None:
         "tag_job_2": "taken",
     }
     result = CheckResult(
-        cases=(Case("slow-host", "hosts", "skip", "too few runs"),),
+        cases=(Case("slow-host", "hosts", "SKIP", "too few runs"),),
         hosts=(),
         analysis=analyze(measurements_table({})),
         tags=tags,
@@ -674,7 +674,7 @@ def test_two_logs_of_one_name_keep_their_paths() -> None:
         "logs/2026-11-21/a.log",
         "logs/2026-11-20/b.log",
     ]
-    cases = tuple(Case("integrity", f"{s} run 0", "pass", "ok", s, 0) for s in sources)
+    cases = tuple(Case("integrity", f"{s} run 0", "OK", "ok", s, 0) for s in sources)
     result = CheckResult(cases, (), analyze(measurements_table({})))
     assert [n for _, n in _junit_names(validate_junit(to_junit(result)))] == [
         "logs/2026-11-20/a.log run 0",
@@ -746,7 +746,7 @@ def _document() -> dict[str, Any]:
     from ncclparse.health.cases import SizeMiss
 
     case = Case(
-        "latency", "x [a.log#0]", "fail", "slow", "a.log", 0, ("node1",),
+        "latency", "x [a.log#0]", "FAIL", "slow", "a.log", 0, ("node1",),
         "all_reduce", 3, (SizeMiss(1024, "time_us", 2500.0, 1000.0),),
     )  # fmt: skip
     result = CheckResult((case,), (), analyze(measurements_table({})))

@@ -32,11 +32,11 @@ from ncclparse.schema import measurements_table
 NAME = 'all_reduce | <b>"x"</b>\nnext\x07'
 RESULT = CheckResult(
     cases=(
-        Case("integrity", "a.log run 0", "pass", "data complete and valid", "a.log", 0),
+        Case("integrity", "a.log run 0", "OK", "data complete and valid", "a.log", 0),
         Case(
             "latency",
             NAME,
-            "fail",
+            "FAIL",
             "time_us above 1 ms at 1 of 3 sizes",
             "a.log",
             0,
@@ -45,7 +45,7 @@ RESULT = CheckResult(
             3,
             (SizeMiss(1024, "time_us", 2500.0, 1000.0),),
         ),
-        Case("slow-host", "hosts", "skip", "too few runs"),
+        Case("slow-host", "hosts", "SKIP", "too few runs"),
     ),
     hosts=(),
     analysis=analyze(measurements_table({})),

@@ -17,12 +17,14 @@ from ncclparse.formatting import (
     format_time_us,
     series_label,
 )
+from ncclparse.health.outcomes import Outcome, Status, status_of
 from ncclparse.schema import SERIES_KEYS
 
 __all__ = [
     "ERROR_RULE",
     "FORMAT",
     "Case",
+    "Outcome",
     "SizeMiss",
     "Status",
     "context",
@@ -30,7 +32,6 @@ __all__ = [
     "sizes",
 ]
 
-Status = Literal["pass", "fail", "skip"]
 # The rule of the one case of a check that could not complete (an internal error, an
 # unreadable history, an output that cannot be written): JUnit calls it an error.
 ERROR_RULE = "error"
@@ -56,11 +57,13 @@ class SizeMiss:
 
 @dataclass(frozen=True, slots=True)
 class Case:
-    """One rule applied to one series, run or input."""
+    """One rule applied to one series, run or input, and its ``outcome``
+    (:mod:`ncclparse.health.outcomes`): a CHECK or a NOTE passes, a FAIL fails the
+    check, a SKIP judged nothing."""
 
     rule: str
     name: str
-    status: Status
+    outcome: Outcome
     message: str
     source: str | None = None
     run: int | None = None
@@ -68,6 +71,11 @@ class Case:
     collective: str | None = None
     checked: int = 0
     findings: tuple[SizeMiss, ...] = ()
+
+    @property
+    def status(self) -> Status:
+        """pass, fail or skip: the outcome as JUnit and the JSON's ``status`` say it."""
+        return status_of(self.outcome)
 
 
 def context(key: tuple[Any, ...], runs: dict[Any, dict[str, Any]]) -> dict[str, Any]:

@@ -14,7 +14,8 @@ disagreeing with the recomputed one) and, per block (a series with both placemen
   wide spread of times at one size.
 
 Levels, from best to worst: ``ok``, ``info`` (nothing wrong, but nothing judged
-either), ``warn``, ``bad``.
+either), ``warn``, ``bad``; said as OK, NOTE, CHECK, FAIL
+(:func:`ncclparse.health.outcomes.outcome_of`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from ncclparse.formatting import (
     format_percent,
     series_label,
 )
+from ncclparse.health.outcomes import Level, outcome_of, symbol_of
 from ncclparse.health.rules import VerdictPolicy
 from ncclparse.schema import BLOCK_KEYS, NCCL_TOOLS, SERIES_KEYS
 
@@ -54,7 +56,6 @@ __all__ = [
     "no_plateau",
 ]
 
-Level = Literal["ok", "info", "warn", "bad"]
 # What a finding is about: the run as a whole, its data, or the fabric's efficiency.
 Aspect = Literal["status", "data", "efficiency"]
 # A row of analysed measurements: a pandas row or a plain mapping.
@@ -96,12 +97,9 @@ FALL = 0.8  # busbw at the largest size below 80 % of its peak: falling with siz
 COLLAPSE = 0.5
 APART = 0.75  # in-place below 75 % of out-of-place (or the reverse): apart
 SPREAD = 2.0  # slowest time over twice the fastest at one size: a wide spread
-# Words and symbols, not colour alone: a verdict must survive grey-scale printing.
+# Each level's word and symbol (health.outcomes: the one vocabulary).
 LABELS: dict[Level, tuple[str, str]] = {
-    "ok": ("OK", "✓"),
-    "info": ("NOTE", "i"),
-    "warn": ("CHECK", "!"),
-    "bad": ("FAIL", "✗"),
+    level: (outcome_of(level), symbol_of(outcome_of(level))) for level in _RANK
 }
 
 
