@@ -49,7 +49,7 @@ from ncclparse.health.integrity import (
     no_run_case,
     stale_inputs_case,
 )
-from ncclparse.health.outcomes import outcome_of
+from ncclparse.health.outcomes import OUTCOMES, outcome_of
 from ncclparse.health.rules import Rule, Rules, VerdictPolicy
 from ncclparse.health.verdict import (
     JUDGED_COLUMNS,
@@ -121,6 +121,28 @@ class CheckResult:
     @property
     def failures(self) -> tuple[Case, ...]:
         return tuple(c for c in self.cases if c.status == "fail")
+
+    @property
+    def to_check(self) -> tuple[Case, ...]:
+        """The cases whose outcome is CHECK: they pass, but are worth a look."""
+        return tuple(c for c in self.cases if c.outcome == "CHECK")
+
+    @property
+    def outcomes(self) -> dict[Outcome, int]:
+        """How many cases had each outcome, most severe first (OUTCOMES)."""
+        counts = dict.fromkeys(OUTCOMES, 0)
+        for case in self.cases:
+            counts[case.outcome] += 1
+        return counts
+
+    @property
+    def headline(self) -> str:
+        """The check in words: ``FAIL``, ``PASS``, or ``PASS with 2 CHECK`` when
+        cases to check passed."""
+        if not self.passed:
+            return "FAIL"
+        looks = len(self.to_check)
+        return f"PASS with {looks} CHECK" if looks else "PASS"
 
 
 def check(

@@ -50,7 +50,7 @@ _SYMBOL: dict[Outcome, str] = {
     "CHECK": "!",
     "NOTE": "i",
     "OK": "✓",
-    "SKIP": "–",
+    "SKIP": "\N{EN DASH}",
 }
 
 
@@ -65,5 +65,5 @@ def status_of(outcome: Outcome) -> Status:
 
 
 def symbol_of(outcome: Outcome) -> str:
-    """The symbol printed beside the word: ✗ ! i ✓ –."""
+    """The symbol printed beside the word: ✗ ! i ✓, and a dash for SKIP."""
     return _SYMBOL[outcome]
