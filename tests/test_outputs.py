@@ -60,11 +60,54 @@ def test_text_lists_failures_then_the_summary() -> None:
     assert to_text(RESULT, verbose=True).count("\n") == 4
 
 
+# A run whose verdict is CHECK: it passes, and every output says CHECK.
+LOOK = "a.log run 0 (hosts node1): CHECK printed busbw disagrees with the recomputed one"
+TO_CHECK = dataclasses.replace(
+    RESULT,
+    cases=(
+        RESULT.cases[0],
+        Case("verdict", "a.log run 0", "CHECK", LOOK, "a.log", 0),
+        RESULT.cases[2],
+    ),
+)
+
+
+def test_a_case_to_check_passes_and_is_said_everywhere() -> None:
+    assert TO_CHECK.passed
+    assert TO_CHECK.headline == "PASS with 1 CHECK"
+    assert to_text(TO_CHECK) == (
+        f"CHECK verdict: {LOOK}\nPASS with 1 CHECK: 0 failed, 1 passed, 1 to check, "
+        "1 skipped\n"
+    )
+    document = json.loads(to_json(TO_CHECK))
+    assert (document["status"], document["cases"][1]["status"]) == ("pass", "pass")
+    assert document["cases"][1]["outcome"] == "CHECK"
+    assert document["summary"]["outcomes"]["CHECK"] == 1
+    root = ET.fromstring(to_junit(TO_CHECK))
+    assert (root.get("failures"), root.get("errors")) == ("0", "0")
+    [case] = [c for c in root.iter("testcase") if c.get("name") == "a.log run 0"][1:]
+    assert [child.tag for child in case] == ["system-out"]
+    assert case.findtext("system-out") == f"CHECK: {LOOK}"
+    lines = to_prometheus(TO_CHECK).splitlines()
+    assert 'ncclparse_check_outcomes{outcome="CHECK"} 1' in lines
+    assert "ncclparse_check_passed 1" in lines
+    markdown = to_markdown(TO_CHECK).splitlines()
+    assert markdown[0] == "## ncclparse check: PASS with 1 CHECK"
+    assert f"| CHECK | verdict | a.log run 0 | {LOOK} |" in markdown
+
+
 def test_json_document() -> None:
     document = json.loads(to_json(RESULT))
     assert document["format"] == "ncclparse-check"
     assert document["status"] == "fail"
-    assert document["summary"] == {"cases": 3, "pass": 1, "fail": 1, "skip": 1}
+    assert document["summary"] == {
+        "cases": 3,
+        "pass": 1,
+        "fail": 1,
+        "skip": 1,
+        "outcomes": {"FAIL": 1, "CHECK": 0, "NOTE": 0, "OK": 1, "SKIP": 1},
+    }
+    assert [c["outcome"] for c in document["cases"]] == ["OK", "FAIL", "SKIP"]
     failed = document["cases"][1]
     assert failed["name"] == NAME
     assert failed["findings"] == [
@@ -118,6 +161,15 @@ def test_prometheus_textfile() -> None:
         'ncclparse_check_cases{status="pass"} 1\n'
         'ncclparse_check_cases{status="fail"} 1\n'
         'ncclparse_check_cases{status="skip"} 1\n'
+        "# HELP ncclparse_check_outcomes Check cases by outcome: FAIL fails the "
+        "check, CHECK passes but is worth a look, NOTE and OK pass, SKIP judged "
+        "nothing.\n"
+        "# TYPE ncclparse_check_outcomes gauge\n"
+        'ncclparse_check_outcomes{outcome="FAIL"} 1\n'
+        'ncclparse_check_outcomes{outcome="CHECK"} 0\n'
+        'ncclparse_check_outcomes{outcome="NOTE"} 0\n'
+        'ncclparse_check_outcomes{outcome="OK"} 1\n'
+        'ncclparse_check_outcomes{outcome="SKIP"} 1\n'
         "# HELP ncclparse_check_runs Benchmark runs read (one integrity case each).\n"
         "# TYPE ncclparse_check_runs gauge\n"
         "ncclparse_check_runs 1\n"
@@ -146,10 +198,10 @@ def test_prometheus_textfile() -> None:
 def test_markdown_table_escapes_cells() -> None:
     text = to_markdown(RESULT)
     assert text.startswith("## ncclparse check: FAIL\n")
-    [row] = [ln for ln in text.splitlines() if ln.startswith("| latency")]
+    [row] = [ln for ln in text.splitlines() if ln.startswith("| FAIL | latency")]
     # One line, the pipe and the markup backslashed: literal text in any renderer.
     assert row == (
-        '| latency | all\\_reduce \\| \\<b\\>"x"\\</b\\> next\x07 | '
+        '| FAIL | latency | all\\_reduce \\| \\<b\\>"x"\\</b\\> next\x07 | '
         "time\\_us above 1 ms at 1 of 3 sizes |"
     )
 
@@ -194,7 +246,13 @@ def test_a_check_that_could_not_complete_renders_as_failed() -> None:
         "fail",
         "history: cannot read history: <bad> & worse",
     )
-    assert document["summary"] == {"cases": 1, "pass": 0, "fail": 1, "skip": 0}
+    assert document["summary"] == {
+        "cases": 1,
+        "pass": 0,
+        "fail": 1,
+        "skip": 0,
+        "outcomes": {"FAIL": 1, "CHECK": 0, "NOTE": 0, "OK": 0, "SKIP": 0},
+    }
     assert [(c["rule"], c["name"]) for c in document["cases"]] == [
         ("error", "ncclparse check")
     ]
@@ -215,8 +273,8 @@ def test_a_check_that_could_not_complete_renders_as_failed() -> None:
         "The check could not complete: history: cannot read history: \\<bad\\> \\& "
         "worse\n\n"
         "FAIL: 1 failed, 0 passed, 0 skipped\n\n"
-        "| rule | case | details |\n| --- | --- | --- |\n"
-        "| error | ncclparse check | history: cannot read history: \\<bad\\> \\& worse |\n"
+        "| outcome | rule | case | details |\n| --- | --- | --- | --- |\n"
+        "| FAIL | error | ncclparse check | history: cannot read history: \\<bad\\> \\& worse |\n"
     )
     assert (
         "<p>The check could not complete: history: cannot read history: "

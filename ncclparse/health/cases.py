@@ -6,7 +6,7 @@ Shared by :mod:`ncclparse.health.check` (thresholds, history, hosts) and
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +27,7 @@ __all__ = [
     "Outcome",
     "SizeMiss",
     "Status",
+    "by_importance",
     "context",
     "hosts",
     "sizes",
@@ -104,7 +105,22 @@ def _size(size_bytes: int) -> str:
     return shown if shown == f"{size_bytes} B" else f"{shown} ({size_bytes} B)"
 
 
+def by_importance(findings: Iterable[SizeMiss]) -> tuple[SizeMiss, ...]:
+    """``findings`` most important first: the largest sizes, which are the
+    bandwidth-bound ones where a fabric problem shows (a drop in bus bandwidth at 8
+    GiB), before the latency-bound small ones."""
+    return tuple(sorted(findings, key=lambda f: -f.size_bytes))
+
+
 def sizes(findings: tuple[SizeMiss, ...], detail: Any) -> str:
+    """The first SHOWN of ``findings`` (:func:`by_importance` order) spelled out with
+    ``detail``, the rest counted, and the last of them said too: "8 GiB ..., 4 GiB
+    ... and 26 more (down to 8 B ...)"."""
     shown = [f"{_size(f.size_bytes)} {detail(f)}" for f in findings[:SHOWN]]
     more = len(findings) - SHOWN
-    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
+    if more <= 0:
+        return ", ".join(shown)
+    last = findings[-1]
+    return ", ".join(shown) + (
+        f" and {more} more (down to {_size(last.size_bytes)} {detail(last)})"
+    )

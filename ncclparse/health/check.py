@@ -35,6 +35,7 @@ from ncclparse.health.cases import (
     Case,
     Outcome,
     SizeMiss,
+    by_importance,
     context,
     hosts,
     sizes,
@@ -442,7 +443,7 @@ def _rule_case(rule: Rule, ctx: dict[str, Any], group: AnalysedRows) -> Case:
         message = f"{ctx['where']} {ctx['label']}: no size matches ({rule.describe()})"
         return Case(rule.name, name, "SKIP", message, **common)
     bad = values > rule.limit if rule.is_ceiling else values < rule.limit
-    findings = tuple(
+    findings = by_importance(
         SizeMiss(int(s), rule.metric, float(v), rule.limit)
         for s, v in zip(size[bad], values[bad], strict=True)
     )
@@ -580,7 +581,7 @@ def _history_case(
     if findings:
         parts.append(
             f"regression beyond history noise at {len(findings)} of {checked} sizes: "
-            + sizes(tuple(findings), _history_detail)
+            + sizes(by_importance(findings), _history_detail)
         )
     if missing:
         parts.append(
@@ -596,7 +597,7 @@ def _history_case(
         outcome,
         message,
         checked=checked,
-        findings=tuple(findings),
+        findings=by_importance(findings),
         **common,
     )
 

@@ -40,10 +40,11 @@ class RunLink:
 
 @dataclass(frozen=True, slots=True)
 class ListedCase:
-    """One check case the section lists, by its ``outcome`` (FAIL or CHECK). ``run`` links
-    to the run's section when the report has it; ``sizes`` are the sizes of the case's
-    findings (the first few, in bytes) and ``more_sizes`` how many are left out;
-    ``message`` is the check's own text, naming the numbers against their threshold."""
+    """One check case the section lists, by its ``outcome`` (FAIL or CHECK). ``run``
+    links to the run's section when the report has it; ``sizes`` are the sizes of
+    the case's findings (the first few, in bytes) and ``more_sizes`` how many are
+    left out; ``message`` is the check's own text, naming the numbers against their
+    threshold."""
 
     outcome: Outcome
     rule: str
