@@ -640,3 +640,48 @@ def test_check_and_ingest_take_the_input_filters(
     )  # fmt: skip
     assert done.exit_code == 0, done.output
     assert done.stderr.splitlines()[-1].startswith(f"{history}: 1 added (62 rows)")
+
+
+def test_a_run_to_check_says_check_everywhere(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """One verdict per run: a run whose printed busbw disagrees (by 3 %, beyond the
+    rounding of its digits, within the 5 % that fails integrity) is CHECK in check's
+    stdout, JUnit, JSON, the report's run section and its Checks section, and passes
+    (exit 0) counted "to check". Before, check said OK while its report said CHECK."""
+    log = tmp_path / "tonight.log"
+    log.write_text(derive.misprint_busbw(derive.healthy(), GIB, 1.03))
+    report = tmp_path / "report.html"
+    result, document = _check(
+        runner, tmp_path, str(log), *A3_MEGA, "--report", str(report)
+    )
+    assert result.exit_code == 0, result.output
+    said = (
+        f"{log} run 0 (hosts ztan-mig-235z, ztan-mig-gq73): CHECK printed busbw disagrees with the "
+        "recomputed one in 1 rows (first at line 59); OK healthy: median busbw"
+    )
+    lines = result.output.splitlines()
+    [verdict] = [line for line in lines if line.startswith("CHECK verdict: ")]
+    assert verdict.startswith(f"CHECK verdict: {said}")
+    assert lines[-1] == "PASS with 1 CHECK: 0 failed, 3 passed, 1 to check, 1 skipped"
+    [case] = [c for c in document["cases"] if c["rule"] == "verdict"]
+    assert (case["status"], case["outcome"]) == ("pass", "CHECK")
+    assert case["message"].startswith(said)
+    junit = ET.fromstring((tmp_path / "out.xml").read_text())
+    [testcase] = [
+        t
+        for t in junit.iter("testcase")
+        if t.get("classname") == "ncclparse.check.verdict"
+    ]
+    assert (testcase.findtext("system-out") or "").startswith(f"CHECK: {said}")
+    html = report.read_text()
+    checks = _checks_section(html)
+    assert "<h3>Cases to check</h3>" in checks
+    assert "Failed cases" not in checks
+    assert "PASS with 1 CHECK" in checks
+    run = html[html.index('class="run">\n<h2>') :]
+    badge = (
+        '<span class="badge warn"><span class="sym" aria-hidden="true">!</span> CHECK'
+    )
+    assert run.index(badge) < run.index("</h2>")
+    assert "printed busbw disagrees with the recomputed one in 1 rows" in run

@@ -61,7 +61,9 @@ def test_text_lists_failures_then_the_summary() -> None:
 
 
 # A run whose verdict is CHECK: it passes, and every output says CHECK.
-LOOK = "a.log run 0 (hosts node1): CHECK printed busbw disagrees with the recomputed one"
+LOOK = (
+    "a.log run 0 (hosts node1): CHECK printed busbw disagrees with the recomputed one"
+)
 TO_CHECK = dataclasses.replace(
     RESULT,
     cases=(
