@@ -299,3 +299,21 @@ def test_outputs_are_written_all_or_nothing(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["check.prom"]  # no .tmp
     write_all({kept: "a\n", tmp_path / "b.md": "b\n"})
     assert (kept.read_text(), (tmp_path / "b.md").read_text()) == ("a\n", "b\n")
+
+
+def test_size_lists_lead_with_the_largest_sizes() -> None:
+    """A regression at 31 sizes names the 8 GiB busbw drop first, not "26 more"."""
+    from ncclparse.health.cases import by_importance, sizes
+
+    small = [SizeMiss(8 << i, "time_us", 226.0, 25.0, 21.0) for i in range(29)]
+    large = [
+        SizeMiss(4 << 30, "busbw_gbps", 250.0, 320.0, 338.0),
+        SizeMiss(8 << 30, "busbw_gbps", 204.0, 321.0, 339.0),
+    ]
+    ordered = by_importance([*small, *large])
+    assert [f.size_bytes for f in ordered[:3]] == [8 << 30, 4 << 30, 2 << 30]
+    assert sizes(ordered, lambda f: f"{f.value:g} vs {f.baseline:g}") == (
+        "8 GiB (8589934592 B) 204 vs 339, 4 GiB (4294967296 B) 250 vs 338, "
+        "2 GiB (2147483648 B) 226 vs 21, 1 GiB (1073741824 B) 226 vs 21, "
+        "512 MiB (536870912 B) 226 vs 21 and 26 more (down to 8 B 226 vs 21)"
+    )
