@@ -112,7 +112,13 @@ def test_healthy_real_log_passes(runner: CliRunner, tmp_path: Path) -> None:
     result, document = _check(runner, tmp_path, str(derive.HEALTHY), *A3_MEGA)
     assert result.exit_code == 0
     assert result.stdout.endswith("PASS: 0 failed, 4 passed, 1 skipped\n")
-    assert document["summary"] == {"cases": 5, "pass": 4, "fail": 0, "skip": 1}
+    assert document["summary"] == {
+        "cases": 5,
+        "pass": 4,
+        "fail": 0,
+        "skip": 1,
+        "outcomes": {"FAIL": 0, "CHECK": 0, "NOTE": 0, "OK": 4, "SKIP": 1},
+    }
 
 
 def test_missing_log_fails_closed(runner: CliRunner, tmp_path: Path) -> None:
@@ -571,7 +577,9 @@ def test_check_report_shows_slow_host_and_failures(
     assert "#wrong &gt; 0 at 1 size(s): 1 GiB out-of-place #wrong 12" in failed
     assert "node03 is slow with every partner: 4 of 4 runs slow" in failed
     assert failed.count("57.4 % of what healthy hardware reaches") == 4
-    assert failed.count("<tr>") == 7  # header and six failed cases
+    # Two tables: seven failed cases (the #wrong run's verdict is FAIL too) and five
+    # runs to CHECK, each with its header.
+    assert failed.count("<tr>") == 14
 
 
 def test_junit_testsuites_carries_no_skipped_attribute(
