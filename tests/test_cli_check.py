@@ -693,3 +693,32 @@ def test_a_run_to_check_says_check_everywhere(
     )
     assert run.index(badge) < run.index("</h2>")
     assert "printed busbw disagrees with the recomputed one in 1 rows" in run
+
+
+def test_a_contradicted_busbw_fails_the_run_in_check_and_its_report(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """Printed busbw 3x the recomputed one (a corrupt or edited log) fails the
+    integrity case, and the run's verdict is FAIL in check and in its report (it was
+    a CHECK in the report while check failed the run)."""
+    log = tmp_path / "tonight.log"
+    log.write_text(derive.misprint_busbw(derive.healthy(), GIB, 3.0))
+    report = tmp_path / "report.html"
+    result, document = _check(
+        runner, tmp_path, str(log), *A3_MEGA, "--report", str(report)
+    )
+    assert result.exit_code == 1, result.output
+    finding = (
+        "FAIL printed busbw contradicts size and time by more than 5% in 1 rows "
+        "(first at line 59): a corrupt or edited log"
+    )
+    outcomes = {c["rule"]: (c["outcome"], c["message"]) for c in document["cases"]}
+    assert outcomes["integrity"][0] == outcomes["verdict"][0] == "FAIL"
+    assert outcomes["verdict"][1].startswith(
+        f"{log} run 0 (hosts ztan-mig-235z, ztan-mig-gq73): {finding}; OK healthy"
+    )
+    run = report.read_text()
+    run = run[run.index('class="run">\n<h2>') :]
+    badge = '<span class="badge bad"><span class="sym" aria-hidden="true">✗</span> FAIL'
+    assert run.index(badge) < run.index("</h2>")
+    assert finding.removeprefix("FAIL ") in run

@@ -22,6 +22,7 @@ from ncclparse.formatting import format_bytes, format_gbps, series_label
 from ncclparse.health.baselines import RunDates, Selection
 from ncclparse.health.cases import SHOWN, Case, Outcome, SizeMiss, context, hosts
 from ncclparse.health.rules import HistoryPolicy, Rules
+from ncclparse.health.verdict import MISPRINT, RECOMPUTABLE
 from ncclparse.schema import SERIES_KEYS, SHAPE_KEYS
 
 __all__ = [
@@ -33,15 +34,6 @@ __all__ = [
     "misprinted_by_run",
     "no_run_case",
 ]
-
-# Tools whose printed algbw and busbw are size / time and busbw = algbw x the bus
-# factor (nccl-tests-format.md sec. 7). IMB's Mbytes/sec counts both directions of
-# a PingPong or Sendrecv, so its bandwidth is not compared.
-_RECOMPUTABLE = frozenset({"nccl-tests", "rccl-tests"})
-# A printed bandwidth is contradicted when it is off by more than the rounding of its
-# digits and of the time's, and by more than this fraction: a corrupt or edited row
-# (x3, a digit lost), not a log re-printed from rounded figures.
-MISPRINT = 0.05
 
 
 def input_case(exc: Exception) -> Case:
@@ -375,11 +367,11 @@ def _misprints(mine: pd.DataFrame) -> list[tuple[int, str]]:
     from size / time (x the bus factor) by more than the rounding of the printed
     bandwidth and time explains, and by more than :data:`MISPRINT`, in line order:
     "1 GiB out-of-place (line 57) busbw 708.06 GB/s printed, 236.0 GB/s from size
-    and time". Only tools whose bandwidths are size / time (:data:`_RECOMPUTABLE`);
+    and time". Only tools whose bandwidths are size / time (RECOMPUTABLE);
     not a bandwidth printed as 0, a CPU time (nccl-tests computes the bandwidth from
     the GPU time), a grouped row, nor an all_gather algbw printed the pre-2.9 way."""
     usable = (
-        mine["tool"].isin(_RECOMPUTABLE).to_numpy()
+        mine["tool"].isin(RECOMPUTABLE).to_numpy()
         & ~mine["cputime"].to_numpy(dtype=bool)
         & ~mine["grouped"].to_numpy(dtype=bool)
     )
