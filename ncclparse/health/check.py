@@ -58,6 +58,7 @@ from ncclparse.health.verdict import (
     AnalysedRows,
     Remedy,
     RowBlock,
+    Verdict,
     blocks_of,
     judge_run,
     no_plateau,
@@ -84,6 +85,8 @@ ACCEPT_NO_PLATEAU = (
     'rerun it, or set [verdict] unjudged = "skip" in the rules file to accept a '
     "sweep without a plateau"
 )
+# What a case says of a short sweep that [verdict] unjudged = "skip" accepts.
+ACCEPTED = '[verdict] unjudged = "skip"'
 # (larger sizes, more sizes) by tool: nccl-tests' -b/-e/-f, IMB's -msglog
 # [min:]max (powers of two), the oneCCL benchmark's -f/-t element counts.
 _SWEEP_OPTIONS = {
@@ -265,34 +268,11 @@ def verdict_cases(
         my_fits = run_rows(fit_groups, fits, source, run)
         blocks = blocks_of(mine)
         verdict = judge_run(facts, mine, policy, my_fits, blocks)
-        said = [f"{f.label} {f.text}" for f in verdict.findings]
-        judged = verdict.worst("efficiency") is not None
-        outcome = outcome_of(verdict.level)
-        if not judged and outcome in ("OK", "NOTE"):
-            outcome = "SKIP"
+        outcome, text = _verdict_said(
+            verdict, unjudged(mine, blocks), policy, facts.get("tool")
+        )
         found = hosts(facts)
         where = f"{source} run {run} (hosts {', '.join(found) or 'unknown'})"
-        text = "; ".join(said) if judged or outcome != "SKIP" else "nothing to judge"
-        short = unjudged(mine, blocks)
-        if short:
-            why = "; ".join(text for text, _ in short)
-            own = outcome
-            if policy.unjudged == "skip":
-                outcome = outcome if outcome in ("FAIL", "CHECK") else "SKIP"
-                accepted = '[verdict] unjudged = "skip"'
-                text = f"bandwidth not verified, accepted by {accepted}: {why}"
-            else:
-                outcome = "FAIL"
-                advice = _accept(short, facts.get("tool"))
-                text = f"bandwidth not verified: {why}; {advice}"
-            # What was judged (the notes only repeat why), first when it gives the
-            # outcome by itself.
-            judged_text = [
-                f"{f.label} {f.text}" for f in verdict.findings if f.level != "info"
-            ]
-            text = "; ".join(
-                [*judged_text, text] if own == outcome else [text, *judged_text]
-            )
         cases.append(
             Case(
                 "verdict",
@@ -307,6 +287,37 @@ def verdict_cases(
             )
         )
     return cases
+
+
+def _verdict_said(
+    verdict: Verdict,
+    short: list[tuple[str, Remedy]],
+    policy: VerdictPolicy,
+    tool: str | None,
+) -> tuple[Outcome, str]:
+    """The outcome and message of a run's ``verdict`` case (:func:`verdict_cases`)
+    from its verdict, and why its sweep stops short (:func:`unjudged`), if it does;
+    ``tool`` the run's, for the options that would measure more."""
+    said = [f"{f.label} {f.text}" for f in verdict.findings]
+    outcome = outcome_of(verdict.level)
+    if verdict.worst("efficiency") is None and outcome in ("OK", "NOTE"):
+        outcome, said = "SKIP", ["nothing to judge"]
+    if not short:
+        return outcome, "; ".join(said)
+    why = "; ".join(reason for reason, _ in short)
+    stopped: Outcome
+    if policy.unjudged == "skip":
+        stopped = outcome if outcome in ("FAIL", "CHECK") else "SKIP"
+        text = f"bandwidth not verified, accepted by {ACCEPTED}: {why}"
+    else:
+        stopped = "FAIL"
+        text = f"bandwidth not verified: {why}; {_accept(short, tool)}"
+    # What was judged (the notes only repeat why), first when it gives the outcome
+    # by itself.
+    judged = [f"{f.label} {f.text}" for f in verdict.findings if f.level != "info"]
+    return stopped, "; ".join(
+        [*judged, text] if stopped == outcome else [text, *judged]
+    )
 
 
 def _accept(short: list[tuple[str, Remedy]], tool: str | None) -> str:
