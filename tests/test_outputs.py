@@ -317,3 +317,24 @@ def test_size_lists_lead_with_the_largest_sizes() -> None:
         "2 GiB (2147483648 B) 226 vs 21, 1 GiB (1073741824 B) 226 vs 21, "
         "512 MiB (536870912 B) 226 vs 21 and 26 more (down to 8 B 226 vs 21)"
     )
+
+
+def test_verdicts_and_cases_share_one_vocabulary() -> None:
+    """A verdict's level and a case's outcome are the same words; a CHECK and a NOTE
+    pass, as JUnit and the JSON's status say."""
+    from ncclparse.health.outcomes import OUTCOMES
+    from ncclparse.health.verdict import LABELS
+
+    assert {level: label for level, (label, _) in LABELS.items()} == {
+        "ok": "OK",
+        "info": "NOTE",
+        "warn": "CHECK",
+        "bad": "FAIL",
+    }
+    assert [Case("r", "n", o, "m").status for o in OUTCOMES] == [
+        "fail",
+        "pass",
+        "pass",
+        "pass",
+        "skip",
+    ]
