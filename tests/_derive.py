@@ -80,6 +80,20 @@ def set_wrong(text: str, size: int, count: int, *, in_place: bool = False) -> st
     return "".join(out)
 
 
+def misprint_busbw(text: str, size: int, factor: float) -> str:
+    """Print the out-of-place busbw of the row of ``size`` bytes ``factor`` times
+    what it was (size and time unchanged): a log whose figures disagree."""
+    out = []
+    for line in text.splitlines(keepends=True):
+        parts = _tokens(line.rstrip("\n"))
+        if _ROW.match(line) and int(parts[2]) == size:
+            index = 2 + 2 * 7
+            parts[index] = _fit(parts[index], f"{float(parts[index]) * factor:.2f}")
+            line = "".join(parts) + "\n"
+        out.append(line)
+    return "".join(out)
+
+
 def rename_hosts(text: str, names: Mapping[str, str]) -> str:
     """Replace host names where the Rank lines give them (``on HOST device``)."""
     for old, new in names.items():

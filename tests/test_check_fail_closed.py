@@ -671,7 +671,13 @@ def _assert_failed_outputs(out: dict[str, Path], message: str) -> None:
     assert 'ncclparse_check_case_failed{rule="error",name="ncclparse check"} 1' in prom
     document = json.loads(out["json"].read_text())
     assert (document["status"], document["error"]) == ("fail", message)
-    assert document["summary"] == {"cases": 1, "pass": 0, "fail": 1, "skip": 0}
+    assert document["summary"] == {
+        "cases": 1,
+        "pass": 0,
+        "fail": 1,
+        "skip": 0,
+        "outcomes": {"FAIL": 1, "CHECK": 0, "NOTE": 0, "OK": 0, "SKIP": 0},
+    }
     root = ET.fromstring(out["xml"].read_text().encode())
     assert (root.get("errors"), root.get("failures")) == ("1", "0")
     [error] = root.findall("./testsuite/testcase/error")

@@ -112,7 +112,13 @@ def test_healthy_real_log_passes(runner: CliRunner, tmp_path: Path) -> None:
     result, document = _check(runner, tmp_path, str(derive.HEALTHY), *A3_MEGA)
     assert result.exit_code == 0
     assert result.stdout.endswith("PASS: 0 failed, 4 passed, 1 skipped\n")
-    assert document["summary"] == {"cases": 5, "pass": 4, "fail": 0, "skip": 1}
+    assert document["summary"] == {
+        "cases": 5,
+        "pass": 4,
+        "fail": 0,
+        "skip": 1,
+        "outcomes": {"FAIL": 0, "CHECK": 0, "NOTE": 0, "OK": 4, "SKIP": 1},
+    }
 
 
 def test_missing_log_fails_closed(runner: CliRunner, tmp_path: Path) -> None:
@@ -571,7 +577,9 @@ def test_check_report_shows_slow_host_and_failures(
     assert "#wrong &gt; 0 at 1 size(s): 1 GiB out-of-place #wrong 12" in failed
     assert "node03 is slow with every partner: 4 of 4 runs slow" in failed
     assert failed.count("57.4 % of what healthy hardware reaches") == 4
-    assert failed.count("<tr>") == 7  # header and six failed cases
+    # Two tables: seven failed cases (the #wrong run's verdict is FAIL too) and five
+    # runs to CHECK, each with its header.
+    assert failed.count("<tr>") == 14
 
 
 def test_junit_testsuites_carries_no_skipped_attribute(
@@ -640,3 +648,77 @@ def test_check_and_ingest_take_the_input_filters(
     )  # fmt: skip
     assert done.exit_code == 0, done.output
     assert done.stderr.splitlines()[-1].startswith(f"{history}: 1 added (62 rows)")
+
+
+def test_a_run_to_check_says_check_everywhere(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """One verdict per run: a run whose printed busbw disagrees (by 3 %, beyond the
+    rounding of its digits, within the 5 % that fails integrity) is CHECK in check's
+    stdout, JUnit, JSON, the report's run section and its Checks section, and passes
+    (exit 0) counted "to check". Before, check said OK while its report said CHECK."""
+    log = tmp_path / "tonight.log"
+    log.write_text(derive.misprint_busbw(derive.healthy(), GIB, 1.03))
+    report = tmp_path / "report.html"
+    result, document = _check(
+        runner, tmp_path, str(log), *A3_MEGA, "--report", str(report)
+    )
+    assert result.exit_code == 0, result.output
+    said = (
+        f"{log} run 0 (hosts ztan-mig-235z, ztan-mig-gq73): CHECK printed busbw disagrees with the "
+        "recomputed one in 1 rows (first at line 59); OK healthy: median busbw"
+    )
+    lines = result.output.splitlines()
+    [verdict] = [line for line in lines if line.startswith("CHECK verdict: ")]
+    assert verdict.startswith(f"CHECK verdict: {said}")
+    assert lines[-1] == "PASS with 1 CHECK: 0 failed, 3 passed, 1 to check, 1 skipped"
+    [case] = [c for c in document["cases"] if c["rule"] == "verdict"]
+    assert (case["status"], case["outcome"]) == ("pass", "CHECK")
+    assert case["message"].startswith(said)
+    junit = ET.fromstring((tmp_path / "out.xml").read_text())
+    [testcase] = [
+        t
+        for t in junit.iter("testcase")
+        if t.get("classname") == "ncclparse.check.verdict"
+    ]
+    assert (testcase.findtext("system-out") or "").startswith(f"CHECK: {said}")
+    html = report.read_text()
+    checks = _checks_section(html)
+    assert "<h3>Cases to check</h3>" in checks
+    assert "Failed cases" not in checks
+    assert "PASS with 1 CHECK" in checks
+    run = html[html.index('class="run">\n<h2>') :]
+    badge = (
+        '<span class="badge warn"><span class="sym" aria-hidden="true">!</span> CHECK'
+    )
+    assert run.index(badge) < run.index("</h2>")
+    assert "printed busbw disagrees with the recomputed one in 1 rows" in run
+
+
+def test_a_contradicted_busbw_fails_the_run_in_check_and_its_report(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """Printed busbw 3x the recomputed one (a corrupt or edited log) fails the
+    integrity case, and the run's verdict is FAIL in check and in its report (it was
+    a CHECK in the report while check failed the run)."""
+    log = tmp_path / "tonight.log"
+    log.write_text(derive.misprint_busbw(derive.healthy(), GIB, 3.0))
+    report = tmp_path / "report.html"
+    result, document = _check(
+        runner, tmp_path, str(log), *A3_MEGA, "--report", str(report)
+    )
+    assert result.exit_code == 1, result.output
+    finding = (
+        "FAIL printed busbw contradicts size and time by more than 5% in 1 rows "
+        "(first at line 59): a corrupt or edited log"
+    )
+    outcomes = {c["rule"]: (c["outcome"], c["message"]) for c in document["cases"]}
+    assert outcomes["integrity"][0] == outcomes["verdict"][0] == "FAIL"
+    assert outcomes["verdict"][1].startswith(
+        f"{log} run 0 (hosts ztan-mig-235z, ztan-mig-gq73): {finding}; OK healthy"
+    )
+    run = report.read_text()
+    run = run[run.index('class="run">\n<h2>') :]
+    badge = '<span class="badge bad"><span class="sym" aria-hidden="true">✗</span> FAIL'
+    assert run.index(badge) < run.index("</h2>")
+    assert finding.removeprefix("FAIL ") in run

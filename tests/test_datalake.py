@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import datetime as dt
 import gzip
+import importlib
 import io
 import lzma
 import math
@@ -597,7 +598,7 @@ def test_duckdb_recipe(lake: Lake) -> None:
 @pytest.fixture
 def spark() -> Iterator[Any]:
     try:
-        from pyspark import sql
+        sql = importlib.import_module("pyspark.sql")
     except ImportError:
         missing("spark", "pyspark is not installed")
     if shutil.which("java") is None:

@@ -213,9 +213,11 @@ def test_rules_are_applied() -> None:
     assert [c.status for c in floors] == ["fail", "fail"]
     assert floors[0].message == (
         f"{EXAMPLE} run 0 ({HOSTS}) {SERIES.format('out-of-place')}: busbw_gbps "
-        "below 400.0 GB/s at 31 of 31 sizes: 8 B 0.00011 GB/s < 400.0 GB/s, 16 B "
-        "0.00024 GB/s < 400.0 GB/s, 32 B 0.00049 GB/s < 400.0 GB/s, 64 B 0.00097 "
-        "GB/s < 400.0 GB/s, 128 B 0.002 GB/s < 400.0 GB/s and 26 more"
+        "below 400.0 GB/s at 31 of 31 sizes: 8 GiB (8589934592 B) 338.8 GB/s < "
+        "400.0 GB/s, 4 GiB (4294967296 B) 330.6 GB/s < 400.0 GB/s, 2 GiB "
+        "(2147483648 B) 318.4 GB/s < 400.0 GB/s, 1 GiB (1073741824 B) 297.9 GB/s < "
+        "400.0 GB/s, 512 MiB (536870912 B) 263.7 GB/s < 400.0 GB/s and 26 more "
+        "(down to 8 B 0.00011 GB/s < 400.0 GB/s)"
     )
     assert not run.passed
 

@@ -223,7 +223,8 @@ def test_series_are_the_same_every_night(runner: CliRunner, tmp_path: Path) -> N
         assert result.exit_code == (1 if wrong else 0), result.output
         texts.append(prom.read_text())
     first, second = (prometheus_samples(t) for t in texts)
-    # The one family written only while failing: the hosts of tonight's failed run.
+    # The one family written only while failing: the hosts of tonight's failed run,
+    # whose wrong results fail its integrity and its verdict.
     failed_hosts = [s for s in second if s[0] == "ncclparse_check_failed_hosts"]
     assert failed_hosts == [
         (
@@ -232,10 +233,11 @@ def test_series_are_the_same_every_night(runner: CliRunner, tmp_path: Path) -> N
                 ("cluster", "a3"),
                 ("collective", "all_reduce"),
                 ("hosts", "node01,node02"),
-                ("rule", "integrity"),
+                ("rule", rule),
             ),
             1.0,
         )
+        for rule in ("integrity", "verdict")
     ]
     second = [s for s in second if s not in failed_hosts]
     assert _series(first) == _series(second)
@@ -373,7 +375,7 @@ def test_tags_become_valid_labels_and_values_are_escaped() -> None:
         "tag_job_2": "taken",
     }
     result = CheckResult(
-        cases=(Case("slow-host", "hosts", "skip", "too few runs"),),
+        cases=(Case("slow-host", "hosts", "SKIP", "too few runs"),),
         hosts=(),
         analysis=analyze(measurements_table({})),
         tags=tags,
@@ -401,6 +403,11 @@ def test_a_check_that_could_not_complete(tmp_path: Path) -> None:
         ("ncclparse_check_cases", {"status": "pass"}, 0.0),
         ("ncclparse_check_cases", {"status": "fail"}, 1.0),
         ("ncclparse_check_cases", {"status": "skip"}, 0.0),
+        ("ncclparse_check_outcomes", {"outcome": "FAIL"}, 1.0),
+        ("ncclparse_check_outcomes", {"outcome": "CHECK"}, 0.0),
+        ("ncclparse_check_outcomes", {"outcome": "NOTE"}, 0.0),
+        ("ncclparse_check_outcomes", {"outcome": "OK"}, 0.0),
+        ("ncclparse_check_outcomes", {"outcome": "SKIP"}, 0.0),
         ("ncclparse_check_runs", {}, 0.0),
         ("ncclparse_check_case_failed", {"rule": "error", "name": "ncclparse check"}, 1.0),
         ("ncclparse_check_case_judged", {"rule": "error", "name": "ncclparse check"}, 1.0),
@@ -689,7 +696,7 @@ def test_two_logs_of_one_name_keep_their_paths() -> None:
         "logs/2026-11-21/a.log",
         "logs/2026-11-20/b.log",
     ]
-    cases = tuple(Case("integrity", f"{s} run 0", "pass", "ok", s, 0) for s in sources)
+    cases = tuple(Case("integrity", f"{s} run 0", "OK", "ok", s, 0) for s in sources)
     result = CheckResult(cases, (), analyze(measurements_table({})))
     assert [n for _, n in _junit_names(validate_junit(to_junit(result)))] == [
         "logs/2026-11-20/a.log run 0",
@@ -761,7 +768,7 @@ def _document() -> dict[str, Any]:
     from ncclparse.health.cases import SizeMiss
 
     case = Case(
-        "latency", "x [a.log#0]", "fail", "slow", "a.log", 0, ("node1",),
+        "latency", "x [a.log#0]", "FAIL", "slow", "a.log", 0, ("node1",),
         "all_reduce", 3, (SizeMiss(1024, "time_us", 2500.0, 1000.0),),
     )  # fmt: skip
     result = CheckResult((case,), (), analyze(measurements_table({})))
@@ -811,9 +818,16 @@ def test_real_documents_validate(runner: CliRunner, tmp_path: Path) -> None:
          [([], "additionalProperties",
            "Additional properties are not allowed ('extra' was unexpected)")]),
         (lambda d: d["cases"][0].update(status="broken"),
-         [(["cases", 0, "status"], "enum",
+         [(["cases", 0, "status"], "const", "'fail' was expected"),
+          (["cases", 0, "status"], "enum",
            "'broken' is not one of ['pass', 'fail', 'skip']"),
           (["cases"], "contains", None)]),
+        # The status is the outcome's; the outcome one of the five words.
+        (lambda d: d["cases"][0].update(outcome="CHECK"),
+         [(["cases", 0, "status"], "const", "'pass' was expected")]),
+        (lambda d: d["cases"][0].update(outcome="MAYBE"),
+         [(["cases", 0, "outcome"], "enum",
+           "'MAYBE' is not one of ['FAIL', 'CHECK', 'NOTE', 'OK', 'SKIP']")]),
         (lambda d: d["cases"][0].pop("findings"),
          [(["cases", 0], "required", "'findings' is a required property")]),
         (lambda d: d["cases"][0]["findings"][0].update(metric="speed"),
@@ -828,7 +842,9 @@ def test_real_documents_validate(runner: CliRunner, tmp_path: Path) -> None:
         (lambda d: d.update(status="pass"),
          [(["summary", "fail"], "const", "0 was expected"),
           (["cases", 0, "status"], "enum", "'fail' is not one of ['pass', 'skip']")]),
-        (lambda d: d["cases"][0].update(status="pass"), [(["cases"], "contains", None)]),
+        (lambda d: d["cases"][0].update(status="pass"),
+         [(["cases", 0, "status"], "const", "'fail' was expected"),
+          (["cases"], "contains", None)]),
         # An error document has one case, the error case.
         (lambda d: d.update(error="boom"),
          [(["cases", 0, "rule"], "const", "'error' was expected")]),

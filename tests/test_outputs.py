@@ -32,11 +32,11 @@ from ncclparse.schema import measurements_table
 NAME = 'all_reduce | <b>"x"</b>\nnext\x07'
 RESULT = CheckResult(
     cases=(
-        Case("integrity", "a.log run 0", "pass", "data complete and valid", "a.log", 0),
+        Case("integrity", "a.log run 0", "OK", "data complete and valid", "a.log", 0),
         Case(
             "latency",
             NAME,
-            "fail",
+            "FAIL",
             "time_us above 1 ms at 1 of 3 sizes",
             "a.log",
             0,
@@ -45,7 +45,7 @@ RESULT = CheckResult(
             3,
             (SizeMiss(1024, "time_us", 2500.0, 1000.0),),
         ),
-        Case("slow-host", "hosts", "skip", "too few runs"),
+        Case("slow-host", "hosts", "SKIP", "too few runs"),
     ),
     hosts=(),
     analysis=analyze(measurements_table({})),
@@ -60,11 +60,56 @@ def test_text_lists_failures_then_the_summary() -> None:
     assert to_text(RESULT, verbose=True).count("\n") == 4
 
 
+# A run whose verdict is CHECK: it passes, and every output says CHECK.
+LOOK = (
+    "a.log run 0 (hosts node1): CHECK printed busbw disagrees with the recomputed one"
+)
+TO_CHECK = dataclasses.replace(
+    RESULT,
+    cases=(
+        RESULT.cases[0],
+        Case("verdict", "a.log run 0", "CHECK", LOOK, "a.log", 0),
+        RESULT.cases[2],
+    ),
+)
+
+
+def test_a_case_to_check_passes_and_is_said_everywhere() -> None:
+    assert TO_CHECK.passed
+    assert TO_CHECK.headline == "PASS with 1 CHECK"
+    assert to_text(TO_CHECK) == (
+        f"CHECK verdict: {LOOK}\nPASS with 1 CHECK: 0 failed, 1 passed, 1 to check, "
+        "1 skipped\n"
+    )
+    document = json.loads(to_json(TO_CHECK))
+    assert (document["status"], document["cases"][1]["status"]) == ("pass", "pass")
+    assert document["cases"][1]["outcome"] == "CHECK"
+    assert document["summary"]["outcomes"]["CHECK"] == 1
+    root = ET.fromstring(to_junit(TO_CHECK))
+    assert (root.get("failures"), root.get("errors")) == ("0", "0")
+    [case] = [c for c in root.iter("testcase") if c.get("name") == "a.log run 0"][1:]
+    assert [child.tag for child in case] == ["system-out"]
+    assert case.findtext("system-out") == f"CHECK: {LOOK}"
+    lines = to_prometheus(TO_CHECK).splitlines()
+    assert 'ncclparse_check_outcomes{outcome="CHECK"} 1' in lines
+    assert "ncclparse_check_passed 1" in lines
+    markdown = to_markdown(TO_CHECK).splitlines()
+    assert markdown[0] == "## ncclparse check: PASS with 1 CHECK"
+    assert f"| CHECK | verdict | a.log run 0 | {LOOK} |" in markdown
+
+
 def test_json_document() -> None:
     document = json.loads(to_json(RESULT))
     assert document["format"] == "ncclparse-check"
     assert document["status"] == "fail"
-    assert document["summary"] == {"cases": 3, "pass": 1, "fail": 1, "skip": 1}
+    assert document["summary"] == {
+        "cases": 3,
+        "pass": 1,
+        "fail": 1,
+        "skip": 1,
+        "outcomes": {"FAIL": 1, "CHECK": 0, "NOTE": 0, "OK": 1, "SKIP": 1},
+    }
+    assert [c["outcome"] for c in document["cases"]] == ["OK", "FAIL", "SKIP"]
     failed = document["cases"][1]
     assert failed["name"] == NAME
     assert failed["findings"] == [
@@ -118,6 +163,15 @@ def test_prometheus_textfile() -> None:
         'ncclparse_check_cases{status="pass"} 1\n'
         'ncclparse_check_cases{status="fail"} 1\n'
         'ncclparse_check_cases{status="skip"} 1\n'
+        "# HELP ncclparse_check_outcomes Check cases by outcome: FAIL fails the "
+        "check, CHECK passes but is worth a look, NOTE and OK pass, SKIP judged "
+        "nothing.\n"
+        "# TYPE ncclparse_check_outcomes gauge\n"
+        'ncclparse_check_outcomes{outcome="FAIL"} 1\n'
+        'ncclparse_check_outcomes{outcome="CHECK"} 0\n'
+        'ncclparse_check_outcomes{outcome="NOTE"} 0\n'
+        'ncclparse_check_outcomes{outcome="OK"} 1\n'
+        'ncclparse_check_outcomes{outcome="SKIP"} 1\n'
         "# HELP ncclparse_check_runs Benchmark runs read (one integrity case each).\n"
         "# TYPE ncclparse_check_runs gauge\n"
         "ncclparse_check_runs 1\n"
@@ -151,10 +205,10 @@ def test_prometheus_textfile() -> None:
 def test_markdown_table_escapes_cells() -> None:
     text = to_markdown(RESULT)
     assert text.startswith("## ncclparse check: FAIL\n")
-    [row] = [ln for ln in text.splitlines() if ln.startswith("| latency")]
+    [row] = [ln for ln in text.splitlines() if ln.startswith("| FAIL | latency")]
     # One line, the pipe and the markup backslashed: literal text in any renderer.
     assert row == (
-        '| latency | all\\_reduce \\| \\<b\\>"x"\\</b\\> next\x07 | '
+        '| FAIL | latency | all\\_reduce \\| \\<b\\>"x"\\</b\\> next\x07 | '
         "time\\_us above 1 ms at 1 of 3 sizes |"
     )
 
@@ -199,7 +253,13 @@ def test_a_check_that_could_not_complete_renders_as_failed() -> None:
         "fail",
         "history: cannot read history: <bad> & worse",
     )
-    assert document["summary"] == {"cases": 1, "pass": 0, "fail": 1, "skip": 0}
+    assert document["summary"] == {
+        "cases": 1,
+        "pass": 0,
+        "fail": 1,
+        "skip": 0,
+        "outcomes": {"FAIL": 1, "CHECK": 0, "NOTE": 0, "OK": 0, "SKIP": 0},
+    }
     assert [(c["rule"], c["name"]) for c in document["cases"]] == [
         ("error", "ncclparse check")
     ]
@@ -220,8 +280,8 @@ def test_a_check_that_could_not_complete_renders_as_failed() -> None:
         "The check could not complete: history: cannot read history: \\<bad\\> \\& "
         "worse\n\n"
         "FAIL: 1 failed, 0 passed, 0 skipped\n\n"
-        "| rule | case | details |\n| --- | --- | --- |\n"
-        "| error | ncclparse check | history: cannot read history: \\<bad\\> \\& worse |\n"
+        "| outcome | rule | case | details |\n| --- | --- | --- | --- |\n"
+        "| FAIL | error | ncclparse check | history: cannot read history: \\<bad\\> \\& worse |\n"
     )
     assert (
         "<p>The check could not complete: history: cannot read history: "
@@ -244,3 +304,42 @@ def test_outputs_are_written_all_or_nothing(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["check.prom"]  # no .tmp
     write_all({kept: "a\n", tmp_path / "b.md": "b\n"})
     assert (kept.read_text(), (tmp_path / "b.md").read_text()) == ("a\n", "b\n")
+
+
+def test_size_lists_lead_with_the_largest_sizes() -> None:
+    """A regression at 31 sizes names the 8 GiB busbw drop first, not "26 more"."""
+    from ncclparse.health.cases import by_importance, sizes
+
+    small = [SizeMiss(8 << i, "time_us", 226.0, 25.0, 21.0) for i in range(29)]
+    large = [
+        SizeMiss(4 << 30, "busbw_gbps", 250.0, 320.0, 338.0),
+        SizeMiss(8 << 30, "busbw_gbps", 204.0, 321.0, 339.0),
+    ]
+    ordered = by_importance([*small, *large])
+    assert [f.size_bytes for f in ordered[:3]] == [8 << 30, 4 << 30, 2 << 30]
+    assert sizes(ordered, lambda f: f"{f.value:g} vs {f.baseline:g}") == (
+        "8 GiB (8589934592 B) 204 vs 339, 4 GiB (4294967296 B) 250 vs 338, "
+        "2 GiB (2147483648 B) 226 vs 21, 1 GiB (1073741824 B) 226 vs 21, "
+        "512 MiB (536870912 B) 226 vs 21 and 26 more (down to 8 B 226 vs 21)"
+    )
+
+
+def test_verdicts_and_cases_share_one_vocabulary() -> None:
+    """A verdict's level and a case's outcome are the same words; a CHECK and a NOTE
+    pass, as JUnit and the JSON's status say."""
+    from ncclparse.health.outcomes import OUTCOMES
+    from ncclparse.health.verdict import LABELS
+
+    assert {level: label for level, (label, _) in LABELS.items()} == {
+        "ok": "OK",
+        "info": "NOTE",
+        "warn": "CHECK",
+        "bad": "FAIL",
+    }
+    assert [Case("r", "n", o, "m").status for o in OUTCOMES] == [
+        "fail",
+        "pass",
+        "pass",
+        "pass",
+        "skip",
+    ]

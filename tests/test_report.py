@@ -460,7 +460,7 @@ def test_checks_section_follows_the_verdicts(pairwise_html: str) -> None:
     assert page.sections[:3] == ["overview", "checks", "run1"]
     text = Page(_section(pairwise_html, "checks")).all_text
     assert text.startswith(
-        f"✗ FAIL Checks ✗ 6 failed ✓ 35 passed {DASH} 0 skipped of 41"
+        f"✗ FAIL Checks ✗ 7 failed ✓ 29 passed ! 5 to check {DASH} 0 skipped of 41"
     )
     assert '<a href="#checks">checks</a>' in pairwise_html  # in the contents line
 
@@ -481,7 +481,8 @@ def test_checks_section_names_the_slow_host_with_evidence(pairwise_html: str) ->
 def test_checks_section_lists_the_failed_cases(pairwise_html: str) -> None:
     section = Page(_section(pairwise_html, "checks"))
     # #wrong, the slow host, and node03's four runs far below healthy (1.6x slow).
-    assert section.rows["checks"] == 6
+    # and the five runs whose verdict is CHECK, in their own table.
+    assert section.rows["checks"] == 12
     text = section.all_text
     assert (
         "✗ integrity pair0.log (run 0) node01, node02 all_reduce 1 GiB pair0.log run "
@@ -538,9 +539,9 @@ def test_markdown_summary_shows_checks_in_short(
     assert lines.index("## Checks: ✗ FAIL") < lines.index(
         "## ✗ FAIL: pair0.log (run 0)"
     )
-    assert "6 failed, 35 passed, 0 skipped." in lines
+    assert "7 failed, 29 passed, 5 to check, 0 skipped." in lines
     assert (
-        "- **integrity** pair0.log run 0 (hosts node01, node02) all\\_reduce: #wrong "
+        "- **FAIL integrity** pair0.log run 0 (hosts node01, node02) all\\_reduce: #wrong "
         "\\> 0 at 1 size(s): 1 GiB out-of-place #wrong 12"
     ) in lines
     assert (

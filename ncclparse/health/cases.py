@@ -6,9 +6,9 @@ Shared by :mod:`ncclparse.health.check` (thresholds, history, hosts) and
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from ncclparse.formatting import (
     format_bytes,
@@ -17,20 +17,22 @@ from ncclparse.formatting import (
     format_time_us,
     series_label,
 )
+from ncclparse.health.outcomes import Outcome, Status, status_of
 from ncclparse.schema import SERIES_KEYS
 
 __all__ = [
     "ERROR_RULE",
     "FORMAT",
     "Case",
+    "Outcome",
     "SizeMiss",
     "Status",
+    "by_importance",
     "context",
     "hosts",
     "sizes",
 ]
 
-Status = Literal["pass", "fail", "skip"]
 # The rule of the one case of a check that could not complete (an internal error, an
 # unreadable history, an output that cannot be written): JUnit calls it an error.
 ERROR_RULE = "error"
@@ -56,11 +58,13 @@ class SizeMiss:
 
 @dataclass(frozen=True, slots=True)
 class Case:
-    """One rule applied to one series, run or input."""
+    """One rule applied to one series, run or input, and its ``outcome``
+    (:mod:`ncclparse.health.outcomes`): a CHECK or a NOTE passes, a FAIL fails the
+    check, a SKIP judged nothing."""
 
     rule: str
     name: str
-    status: Status
+    outcome: Outcome
     message: str
     source: str | None = None
     run: int | None = None
@@ -68,6 +72,11 @@ class Case:
     collective: str | None = None
     checked: int = 0
     findings: tuple[SizeMiss, ...] = ()
+
+    @property
+    def status(self) -> Status:
+        """pass, fail or skip: the outcome as JUnit and the JSON's ``status`` say it."""
+        return status_of(self.outcome)
 
 
 def context(key: tuple[Any, ...], runs: dict[Any, dict[str, Any]]) -> dict[str, Any]:
@@ -96,7 +105,22 @@ def _size(size_bytes: int) -> str:
     return shown if shown == f"{size_bytes} B" else f"{shown} ({size_bytes} B)"
 
 
+def by_importance(findings: Iterable[SizeMiss]) -> tuple[SizeMiss, ...]:
+    """``findings`` most important first: the largest sizes, which are the
+    bandwidth-bound ones where a fabric problem shows (a drop in bus bandwidth at 8
+    GiB), before the latency-bound small ones."""
+    return tuple(sorted(findings, key=lambda f: -f.size_bytes))
+
+
 def sizes(findings: tuple[SizeMiss, ...], detail: Any) -> str:
+    """The first SHOWN of ``findings`` (:func:`by_importance` order) spelled out with
+    ``detail``, the rest counted, and the last of them said too: "8 GiB ..., 4 GiB
+    ... and 26 more (down to 8 B ...)"."""
     shown = [f"{_size(f.size_bytes)} {detail(f)}" for f in findings[:SHOWN]]
     more = len(findings) - SHOWN
-    return ", ".join(shown) + (f" and {more} more" if more > 0 else "")
+    if more <= 0:
+        return ", ".join(shown)
+    last = findings[-1]
+    return ", ".join(shown) + (
+        f" and {more} more (down to {_size(last.size_bytes)} {detail(last)})"
+    )

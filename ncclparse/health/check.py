@@ -34,8 +34,9 @@ from ncclparse.health.cases import (
     ERROR_RULE,
     FORMAT,
     Case,
+    Outcome,
     SizeMiss,
-    Status,
+    by_importance,
     context,
     hosts,
     sizes,
@@ -50,6 +51,7 @@ from ncclparse.health.integrity import (
     no_run_case,
     stale_inputs_case,
 )
+from ncclparse.health.outcomes import OUTCOMES, outcome_of
 from ncclparse.health.rules import Rule, Rules, VerdictPolicy
 from ncclparse.health.verdict import (
     JUDGED_COLUMNS,
@@ -57,6 +59,7 @@ from ncclparse.health.verdict import (
     AnalysedRows,
     Remedy,
     RowBlock,
+    Verdict,
     blocks_of,
     judge_run,
     no_plateau,
@@ -83,6 +86,8 @@ ACCEPT_NO_PLATEAU = (
     'rerun it, or set [verdict] unjudged = "skip" in the rules file to accept a '
     "sweep without a plateau"
 )
+# What a case says of a short sweep that [verdict] unjudged = "skip" accepts.
+ACCEPTED = '[verdict] unjudged = "skip"'
 # (larger sizes, more sizes) by tool: nccl-tests' -b/-e/-f, IMB's -msglog
 # [min:]max (powers of two), the oneCCL benchmark's -f/-t element counts.
 _SWEEP_OPTIONS = {
@@ -122,6 +127,28 @@ class CheckResult:
     def failures(self) -> tuple[Case, ...]:
         return tuple(c for c in self.cases if c.status == "fail")
 
+    @property
+    def to_check(self) -> tuple[Case, ...]:
+        """The cases whose outcome is CHECK: they pass, but are worth a look."""
+        return tuple(c for c in self.cases if c.outcome == "CHECK")
+
+    @property
+    def outcomes(self) -> dict[Outcome, int]:
+        """How many cases had each outcome, most severe first (OUTCOMES)."""
+        counts = dict.fromkeys(OUTCOMES, 0)
+        for case in self.cases:
+            counts[case.outcome] += 1
+        return counts
+
+    @property
+    def headline(self) -> str:
+        """The check in words: ``FAIL``, ``PASS``, or ``PASS with 2 CHECK`` when
+        cases to check passed."""
+        if not self.passed:
+            return "FAIL"
+        looks = len(self.to_check)
+        return f"PASS with {looks} CHECK" if looks else "PASS"
+
 
 def check(
     result: ParseResult,
@@ -159,7 +186,7 @@ def check(
     """
     runs = {(r["source"], r["run"]): r for r in result.runs.to_pylist()}
     cases = [input_case(exc) for exc in input_failures]
-    cases += [Case("input", n.source, "skip", n.text, n.source) for n in input_notes]
+    cases += [Case("input", n.source, "SKIP", n.text, n.source) for n in input_notes]
     if not runs:
         failed = [input_case(exc).source or "" for exc in input_failures]
         cases.append(no_run_case(list(dict.fromkeys([*failed, *result.accounting]))))
@@ -341,7 +368,7 @@ def error_result(message: str) -> CheckResult:
     """A check that could not complete: one failed ``error`` case saying why. Built
     without the efficiency engine, which may be what failed."""
     empty = pa.table({})
-    case = Case(ERROR_RULE, "ncclparse check", "fail", message)
+    case = Case(ERROR_RULE, "ncclparse check", "FAIL", message)
     return CheckResult((case,), (), Analysis(empty, empty, ()), error=message)
 
 
@@ -350,10 +377,13 @@ def verdict_cases(
     analysis: Analysis,
     policy: VerdictPolicy,
 ) -> list[Case]:
-    """One ``verdict`` case per run: fail when its efficiency verdict is FAIL, or
-    when a series stops before bandwidth can be judged (:func:`unjudged`; skipped
-    instead with ``policy.unjudged = "skip"``); skip when nothing was judged on
-    efficiency (status and data are integrity cases); else pass."""
+    """One ``verdict`` case per run: the run's verdict
+    (:func:`ncclparse.health.verdict.judge_run`, every aspect: status, data,
+    efficiency, as the report shows it), its findings worst first. Its outcome is
+    the verdict's (FAIL, CHECK, NOTE, OK; SKIP when no bandwidth was judged and
+    nothing worse than a NOTE found), except that a run whose sweep stops before
+    bandwidth can be judged (:func:`unjudged`) fails (is skipped instead with
+    ``policy.unjudged = "skip"``, unless its verdict is a FAIL or a CHECK)."""
     rows = frame(analysis.rows.select(list(JUDGED_COLUMNS)))
     # Each column once, as NumPy; each run is positions into them.
     columns = AnalysedRows(rows)
@@ -368,43 +398,56 @@ def verdict_cases(
         my_fits = run_rows(fit_groups, fits, source, run)
         blocks = blocks_of(mine)
         verdict = judge_run(facts, mine, policy, my_fits, blocks)
-        said = [f for f in verdict.findings if f.aspect == "efficiency"]
-        worst = verdict.worst("efficiency")
-        status: Status = (
-            "skip" if worst is None else "fail" if worst == "bad" else "pass"
+        outcome, text = _verdict_said(
+            verdict, unjudged(mine, blocks), policy, facts.get("tool")
         )
         found = hosts(facts)
         where = f"{source} run {run} (hosts {', '.join(found) or 'unknown'})"
-        text = "; ".join(f"{f.label} {f.text}" for f in said) or "nothing to judge"
-        short = unjudged(mine, blocks)
-        if short:
-            why = "; ".join(text for text, _ in short)
-            if policy.unjudged == "skip":
-                status = "fail" if status == "fail" else "skip"
-                accepted = '[verdict] unjudged = "skip"'
-                text = f"bandwidth not verified, accepted by {accepted}: {why}"
-            else:
-                status = "fail"
-                advice = _accept(short, facts.get("tool"))
-                text = f"bandwidth not verified: {why}; {advice}"
-            # What was judged in the run's other blocks (the notes only repeat why),
-            # first when it fails the run by itself.
-            judged = [f"{f.label} {f.text}" for f in said if f.level != "info"]
-            text = "; ".join([*judged, text] if worst == "bad" else [text, *judged])
         cases.append(
             Case(
                 "verdict",
                 f"{source} run {run}",
-                status,
+                outcome,
                 f"{where}: {text}",
                 source,
                 run,
                 found,
                 ", ".join(facts["collectives"]) or None,
-                len(said),
+                sum(f.aspect == "efficiency" for f in verdict.findings),
             )
         )
     return cases
+
+
+def _verdict_said(
+    verdict: Verdict,
+    short: list[tuple[str, Remedy]],
+    policy: VerdictPolicy,
+    tool: str | None,
+) -> tuple[Outcome, str]:
+    """The outcome and message of a run's ``verdict`` case (:func:`verdict_cases`)
+    from its verdict, and why its sweep stops short (:func:`unjudged`), if it does;
+    ``tool`` the run's, for the options that would measure more."""
+    said = [f"{f.label} {f.text}" for f in verdict.findings]
+    outcome = outcome_of(verdict.level)
+    if verdict.worst("efficiency") is None and outcome in ("OK", "NOTE"):
+        outcome, said = "SKIP", ["nothing to judge"]
+    if not short:
+        return outcome, "; ".join(said)
+    why = "; ".join(reason for reason, _ in short)
+    stopped: Outcome
+    if policy.unjudged == "skip":
+        stopped = outcome if outcome in ("FAIL", "CHECK") else "SKIP"
+        text = f"bandwidth not verified, accepted by {ACCEPTED}: {why}"
+    else:
+        stopped = "FAIL"
+        text = f"bandwidth not verified: {why}; {_accept(short, tool)}"
+    # What was judged (the notes only repeat why), first when it gives the outcome
+    # by itself.
+    judged = [f"{f.label} {f.text}" for f in verdict.findings if f.level != "info"]
+    return stopped, "; ".join(
+        [*judged, text] if stopped == outcome else [text, *judged]
+    )
 
 
 def _accept(short: list[tuple[str, Remedy]], tool: str | None) -> str:
@@ -539,9 +582,9 @@ def _rule_case(rule: Rule, ctx: dict[str, Any], group: AnalysedRows) -> Case:
     }
     if not len(values):
         message = f"{ctx['where']} {ctx['label']}: no size matches ({rule.describe()})"
-        return Case(rule.name, name, "skip", message, **common)
+        return Case(rule.name, name, "SKIP", message, **common)
     bad = values > rule.limit if rule.is_ceiling else values < rule.limit
-    findings = tuple(
+    findings = by_importance(
         SizeMiss(int(s), rule.metric, float(v), rule.limit)
         for s, v in zip(size[bad], values[bad], strict=True)
     )
@@ -556,12 +599,12 @@ def _rule_case(rule: Rule, ctx: dict[str, Any], group: AnalysedRows) -> Case:
     else:
         worst = values.max() if rule.is_ceiling else values.min()
         verdict = f"{len(values)} sizes within {fmt(rule.limit)} (worst {fmt(worst)})"
-    status: Status = "fail" if findings else "pass"
+    outcome: Outcome = "FAIL" if findings else "OK"
     message = f"{ctx['where']} {ctx['label']}: {verdict}"
     return Case(
         rule.name,
         name,
-        status,
+        outcome,
         message,
         checked=len(values),
         findings=findings,
@@ -674,12 +717,12 @@ def _history_case(
             f"{thin} size(s) with fewer than {policy.min_runs} runs" if thin else "none"
         )
         message = f"{ctx['where']} {ctx['label']}: no baseline in history ({why})"
-        return Case("history", name, "skip", message, **common)
+        return Case("history", name, "SKIP", message, **common)
     parts = []
     if findings:
         parts.append(
             f"regression beyond history noise at {len(findings)} of {checked} sizes: "
-            + sizes(tuple(findings), _history_detail)
+            + sizes(by_importance(findings), _history_detail)
         )
     if missing:
         parts.append(
@@ -687,15 +730,15 @@ def _history_case(
             + ", ".join(format_bytes(s) for s in missing)
         )
     text = "; ".join(parts) or f"{checked} sizes within history noise"
-    status: Status = "fail" if parts else "pass"
+    outcome: Outcome = "FAIL" if parts else "OK"
     message = f"{ctx['where']} {ctx['label']}: {text}"
     return Case(
         "history",
         name,
-        status,
+        outcome,
         message,
         checked=checked,
-        findings=tuple(findings),
+        findings=by_importance(findings),
         **common,
     )
 
@@ -714,15 +757,15 @@ def _blame_cases(ranked: tuple[HostScore, ...], nruns: int) -> list[Case]:
     slow = [h for h in ranked if h.slow]
     if not ranked:
         message = f"{nruns} run(s): too few runs per shape over different hosts"
-        return [Case("slow-host", "hosts", "skip", message)]
+        return [Case("slow-host", "hosts", "SKIP", message)]
     if not slow:
         best = ranked[0]
         message = (
             f"no host consistently slow over {len(ranked)} hosts "
             f"(worst: {best.host}, {best.deficit:.0%} deficit)"
         )
-        return [Case("slow-host", "hosts", "pass", message, checked=len(ranked))]
+        return [Case("slow-host", "hosts", "OK", message, checked=len(ranked))]
     return [
-        Case("slow-host", h.host, "fail", h.describe(), hosts=(h.host,), checked=h.runs)
+        Case("slow-host", h.host, "FAIL", h.describe(), hosts=(h.host,), checked=h.runs)
         for h in slow
     ]

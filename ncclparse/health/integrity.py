@@ -20,8 +20,9 @@ import pandas as pd
 from ncclparse.efficiency.bandwidth import _print_tolerance, _time_tolerance
 from ncclparse.formatting import format_bytes, format_gbps, series_label
 from ncclparse.health.baselines import RunDates, Selection
-from ncclparse.health.cases import SHOWN, Case, SizeMiss, Status, context, hosts
+from ncclparse.health.cases import SHOWN, Case, Outcome, SizeMiss, context, hosts
 from ncclparse.health.rules import HistoryPolicy, Rules
+from ncclparse.health.verdict import MISPRINT, RECOMPUTABLE
 from ncclparse.schema import SERIES_KEYS, SHAPE_KEYS
 
 __all__ = [
@@ -34,20 +35,11 @@ __all__ = [
     "no_run_case",
 ]
 
-# Tools whose printed algbw and busbw are size / time and busbw = algbw x the bus
-# factor (nccl-tests-format.md sec. 7). IMB's Mbytes/sec counts both directions of
-# a PingPong or Sendrecv, so its bandwidth is not compared.
-_RECOMPUTABLE = frozenset({"nccl-tests", "rccl-tests"})
-# A printed bandwidth is contradicted when it is off by more than the rounding of its
-# digits and of the time's, and by more than this fraction: a corrupt or edited row
-# (x3, a digit lost), not a log re-printed from rounded figures.
-MISPRINT = 0.05
-
 
 def input_case(exc: Exception) -> Case:
     text = str(exc)
     source = getattr(exc, "source", None) or text.split(":", 1)[0]
-    return Case("input", source, "fail", f"{text} (no data is never a pass)", source)
+    return Case("input", source, "FAIL", f"{text} (no data is never a pass)", source)
 
 
 def no_run_case(sources: Sequence[str]) -> Case:
@@ -56,7 +48,7 @@ def no_run_case(sources: Sequence[str]) -> Case:
     more = f" and {len(sources) - SHOWN} more" if len(sources) > SHOWN else ""
     given = f"in {len(sources)} input(s) ({shown}{more})" if sources else "(no input)"
     message = f"no benchmark run {given}: no data is never a pass"
-    return Case("runs", "all inputs", "fail", message)
+    return Case("runs", "all inputs", "FAIL", message)
 
 
 def integrity_case(
@@ -102,12 +94,12 @@ def integrity_case(
     collective = ", ".join(run["collectives"]) or None
     name = f"{source} run {index}"
     where = f"{name} (hosts {', '.join(found) or 'unknown'}) {collective or ''}"
-    status: Status = "fail" if problems else "pass"
+    outcome: Outcome = "FAIL" if problems else "OK"
     message = f"{where.strip()}: {'; '.join(problems) or 'data complete and valid'}"
     return Case(
         "integrity",
         name,
-        status,
+        outcome,
         message,
         source,
         index,
@@ -130,7 +122,7 @@ def expect_cases(rows: pd.DataFrame, rules: Rules, sources: list[str]) -> list[C
             Case(
                 "expect",
                 collective,
-                "pass" if ok else "fail",
+                "OK" if ok else "FAIL",
                 message,
                 collective=collective,
             )
@@ -147,7 +139,7 @@ def expect_cases(rows: pd.DataFrame, rules: Rules, sources: list[str]) -> list[C
                 Case(
                     "expect",
                     f"{ctx['label']} [{ctx['source']}#{ctx['run']}]",
-                    "fail" if missing else "pass",
+                    "FAIL" if missing else "OK",
                     message,
                     ctx["source"],
                     ctx["run"],
@@ -192,7 +184,7 @@ def history_expect_cases(
             Case(
                 "expect",
                 f"{label} [history]",
-                "pass" if ok else "fail",
+                "OK" if ok else "FAIL",
                 message,
                 collective=values["collective"] or None,
                 checked=int(values["runs"]),
@@ -230,7 +222,7 @@ def baseline_cases(
             f"the baseline (up to the {policy.window} most recent per size, {limit})"
         )
         cases.append(
-            Case("history", "baseline", "pass", message, checked=len(chosen.selected))
+            Case("history", "baseline", "OK", message, checked=len(chosen.selected))
         )
     else:
         why = _no_baseline(chosen, policy, name, with_tags)
@@ -239,7 +231,7 @@ def baseline_cases(
                 f"first night (--first-night): no baseline: {why}; tonight is judged "
                 "without history"
             )
-            cases.append(Case("history", "baseline", "skip", message))
+            cases.append(Case("history", "baseline", "SKIP", message))
         else:
             advice = "pass --first-night if tonight is the first night" + (
                 f" of {tags}" if tags else ""
@@ -251,7 +243,7 @@ def baseline_cases(
             elif chosen.old:
                 advice = f"raise [history] max_age_days, or {advice}"
             message = f"no baseline: {why}; {advice}"
-            cases.append(Case("history", "baseline", "fail", message))
+            cases.append(Case("history", "baseline", "FAIL", message))
     if chosen.old and chosen.selected:
         message = (
             f"{_runs(chosen.old)}{with_tags}, {_dated(chosen.old)}, "
@@ -259,7 +251,7 @@ def baseline_cases(
             "max_age_days sets the window"
         )
         cases.append(
-            Case("history", "baseline window", "skip", message, checked=len(chosen.old))
+            Case("history", "baseline window", "SKIP", message, checked=len(chosen.old))
         )
     return cases
 
@@ -276,7 +268,7 @@ def stale_inputs_case(chosen: Selection, logs: int) -> list[Case]:
         f"every input log ({logs}) is already in the history, {_dated(chosen.earlier)}"
         ": tonight's logs were not refreshed (did the benchmark run?)"
     )
-    return [Case("history", "fresh inputs", "fail", message, checked=logs)]
+    return [Case("history", "fresh inputs", "FAIL", message, checked=logs)]
 
 
 def _no_baseline(
@@ -375,11 +367,11 @@ def _misprints(mine: pd.DataFrame) -> list[tuple[int, str]]:
     from size / time (x the bus factor) by more than the rounding of the printed
     bandwidth and time explains, and by more than :data:`MISPRINT`, in line order:
     "1 GiB out-of-place (line 57) busbw 708.06 GB/s printed, 236.0 GB/s from size
-    and time". Only tools whose bandwidths are size / time (:data:`_RECOMPUTABLE`);
+    and time". Only tools whose bandwidths are size / time (RECOMPUTABLE);
     not a bandwidth printed as 0, a CPU time (nccl-tests computes the bandwidth from
     the GPU time), a grouped row, nor an all_gather algbw printed the pre-2.9 way."""
     usable = (
-        mine["tool"].isin(_RECOMPUTABLE).to_numpy()
+        mine["tool"].isin(RECOMPUTABLE).to_numpy()
         & ~mine["cputime"].to_numpy(dtype=bool)
         & ~mine["grouped"].to_numpy(dtype=bool)
     )

@@ -14,7 +14,8 @@ disagreeing with the recomputed one) and, per block (a series with both placemen
   wide spread of times at one size.
 
 Levels, from best to worst: ``ok``, ``info`` (nothing wrong, but nothing judged
-either), ``warn``, ``bad``.
+either), ``warn``, ``bad``; said as OK, NOTE, CHECK, FAIL
+(:func:`ncclparse.health.outcomes.outcome_of`).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from ncclparse.formatting import (
     format_percent,
     series_label,
 )
+from ncclparse.health.outcomes import Level, outcome_of, symbol_of
 from ncclparse.health.rules import VerdictPolicy
 from ncclparse.schema import BLOCK_KEYS, NCCL_TOOLS, SERIES_KEYS
 
@@ -42,6 +44,8 @@ __all__ = [
     "JUDGED_COLUMNS",
     "JUDGED_FIT_COLUMNS",
     "LABELS",
+    "MISPRINT",
+    "RECOMPUTABLE",
     "AnalysedRows",
     "Aspect",
     "Finding",
@@ -54,7 +58,6 @@ __all__ = [
     "no_plateau",
 ]
 
-Level = Literal["ok", "info", "warn", "bad"]
 # What a finding is about: the run as a whole, its data, or the fabric's efficiency.
 Aspect = Literal["status", "data", "efficiency"]
 # A row of analysed measurements: a pandas row or a plain mapping.
@@ -71,8 +74,11 @@ JUDGED_COLUMNS = (
     "wrong",
     "wrong_kind",
     "time_us",
+    "busbw_gbps",
     "busbw_calc_gbps",
     "busbw_mismatch",
+    "cputime",
+    "grouped",
     "ideal_busbw_gbps",
     "ideal_basis",
     "algorithm",
@@ -87,6 +93,15 @@ JUDGED_COLUMNS = (
     "plateau",
 )
 JUDGED_FIT_COLUMNS = ("source", "run", "collective", "placement", "crossover_bytes")
+# Tools whose printed algbw and busbw are size / time and busbw = algbw x the bus
+# factor (nccl-tests-format.md sec. 7). IMB's Mbytes/sec counts both directions of
+# a PingPong or Sendrecv, so its bandwidth is not compared.
+RECOMPUTABLE = frozenset({"nccl-tests", "rccl-tests"})
+# A printed bandwidth is contradicted when it is off by more than the rounding of its
+# digits and of the time's, and by more than this fraction: a corrupt or edited row
+# (x3, a digit lost), not a log re-printed from rounded figures. Below it, beyond the
+# rounding, the printed busbw is a CHECK.
+MISPRINT = 0.05
 FALL = 0.8  # busbw at the largest size below 80 % of its peak: falling with size
 # A GPU collective's busbw below half of what a smaller size reached: it collapsed
 # there (a stall, a path or protocol fault). Healthy nccl-tests sweeps rise with size
@@ -96,12 +111,9 @@ FALL = 0.8  # busbw at the largest size below 80 % of its peak: falling with siz
 COLLAPSE = 0.5
 APART = 0.75  # in-place below 75 % of out-of-place (or the reverse): apart
 SPREAD = 2.0  # slowest time over twice the fastest at one size: a wide spread
-# Words and symbols, not colour alone: a verdict must survive grey-scale printing.
+# Each level's word and symbol (health.outcomes: the one vocabulary).
 LABELS: dict[Level, tuple[str, str]] = {
-    "ok": ("OK", "✓"),
-    "info": ("NOTE", "i"),
-    "warn": ("CHECK", "!"),
-    "bad": ("FAIL", "✗"),
+    level: (outcome_of(level), symbol_of(outcome_of(level))) for level in _RANK
 }
 
 
@@ -359,6 +371,18 @@ def _data(run: Mapping[str, Any], rows: AnalysedRows) -> list[Finding]:
     if (oob or 0) > 0 or run.get("oob_ok") is False:
         found.append(Finding("bad", f"Out of bounds values: {oob} FAILED", "data"))
     mismatch = rows.true("busbw_mismatch")  # null: not judged
+    contradicted = mismatch & _contradicted(rows)
+    if contradicted.any():
+        found.append(
+            Finding(
+                "bad",
+                f"printed busbw contradicts size and time by more than "
+                f"{MISPRINT:.0%} in {int(contradicted.sum())} rows (first at line "
+                f"{line[contradicted].min()}): a corrupt or edited log",
+                "data",
+            )
+        )
+    mismatch &= ~contradicted
     if mismatch.any():
         found.append(
             Finding(
@@ -369,6 +393,19 @@ def _data(run: Mapping[str, Any], rows: AnalysedRows) -> list[Finding]:
             )
         )
     return found
+
+
+def _contradicted(rows: AnalysedRows) -> npt.NDArray[np.bool_]:
+    """Where the printed busbw is off the recomputed one by more than MISPRINT: of a
+    RECOMPUTABLE tool, not a busbw printed as 0, a CPU time (nccl-tests computes the
+    bandwidth from the GPU time) or a grouped row. As the integrity case judges."""
+    printed = rows["busbw_gbps"].astype(float)
+    recomputed = rows["busbw_calc_gbps"].astype(float)
+    tool = np.array([t in RECOMPUTABLE for t in rows["tool"].tolist()], dtype=bool)
+    with np.errstate(invalid="ignore"):
+        far = np.abs(printed - recomputed) > MISPRINT * np.abs(recomputed)
+    usable = tool & ~rows.true("cputime") & ~rows.true("grouped") & (printed != 0)
+    return np.asarray(usable & far, dtype=bool)
 
 
 def _efficiency(

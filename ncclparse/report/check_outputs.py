@@ -64,11 +64,12 @@ _XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
 def to_text(result: CheckResult, *, verbose: bool = False) -> str:
-    """Failures (and with ``verbose`` every case), then one summary line."""
+    """The cases that FAIL or are to CHECK (with ``verbose`` every case), each led
+    by its outcome, then one summary line."""
     lines = [
-        f"{c.status.upper()} {c.rule}: {c.message}"
+        f"{c.outcome} {c.rule}: {c.message}"
         for c in result.cases
-        if verbose or c.status == "fail"
+        if verbose or c.outcome in ("FAIL", "CHECK")
     ]
     lines.append(_summary(result))
     return "\n".join(lines) + "\n"
@@ -88,6 +89,7 @@ def to_json(result: CheckResult) -> str:
                 "rule": c.rule,
                 "name": c.name,
                 "status": c.status,
+                "outcome": c.outcome,
                 "message": c.message,
                 "source": c.source,
                 "run": c.run,
@@ -136,15 +138,16 @@ def to_json(result: CheckResult) -> str:
 def to_junit(result: CheckResult, *, roots: Sequence[str] = ()) -> str:
     """JUnit XML: one ``testsuite`` per rule, one ``testcase`` per rule and series.
 
-    A failed case carries ``<failure message=...>`` with the full message as text; a
-    skipped one ``<skipped message=...>``; the case of a check that could not complete
-    (rule ``error``) ``<error message=...>``. Test names are stable from night to
-    night: each log's path in a case name is :func:`stable_source` of it (relative to
-    the longest of ``roots``, the inputs given to the check, that holds it; date-like
-    parts removed), unless two logs would then share a name. ``time`` is the seconds
-    the check took on ``<testsuites>`` (when ``result.seconds`` is known) and 0.000
-    on each suite and case (they are judged together). Text is escaped by
-    ElementTree; characters XML cannot hold are replaced by U+FFFD.
+    A failed case (FAIL) carries ``<failure message=...>`` with the full message as
+    text; a skipped one (SKIP) ``<skipped message=...>``; the case of a check that could
+    not complete (rule ``error``) ``<error message=...>``; a passing one (OK, NOTE,
+    CHECK) ``<system-out>`` with its outcome and message: ``CHECK: ...``. Test names are
+    stable from night to night: each log's path in a case name is :func:`stable_source`
+    of it (relative to the longest of ``roots``, the inputs given to the check, that
+    holds it; date-like parts removed), unless two logs would then share a name.
+    ``time`` is the seconds the check took on ``<testsuites>`` (when ``result.seconds``
+    is known) and 0.000 on each suite and case (they are judged together). Text is
+    escaped by ElementTree; characters XML cannot hold are replaced by U+FFFD.
     """
     counts = _counts(result)
 
@@ -195,7 +198,8 @@ def to_junit(result: CheckResult, *, roots: Sequence[str] = ()) -> str:
             elif case.status == "skip":
                 ET.SubElement(element, "skipped", message=_xml(case.message))
             else:
-                ET.SubElement(element, "system-out").text = _xml(case.message)
+                said = f"{case.outcome}: {case.message}"
+                ET.SubElement(element, "system-out").text = _xml(said)
     ET.indent(root)
     return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
 
@@ -271,6 +275,7 @@ def to_prometheus(result: CheckResult, *, timestamp: float | None = None) -> str
 
     Of the check: ``ncclparse_check_info{<tags>,version}`` (1),
     ``ncclparse_check_passed`` (1/0), ``ncclparse_check_cases{status}``,
+    ``ncclparse_check_outcomes{outcome}`` (cases by FAIL, CHECK, NOTE, OK, SKIP),
     ``ncclparse_check_runs``, ``ncclparse_check_duration_seconds`` (when
     ``result.seconds`` is known) and, when given,
     ``ncclparse_check_timestamp_seconds``. By identity, ``<tags>`` first (the
@@ -308,7 +313,8 @@ _Family = tuple[str, str, list[tuple[str, str]]]
 
 
 def _check_families(result: CheckResult, tags: dict[str, str]) -> list[_Family]:
-    """The check as a whole: its tags and version, pass, cases by status, runs."""
+    """The check as a whole: its tags and version, pass, cases by status and by
+    outcome, runs."""
     counts = _counts(result)
     version = {**tags, "version": __version__}
     return [
@@ -329,6 +335,12 @@ def _check_families(result: CheckResult, tags: dict[str, str]) -> list[_Family]:
                 (_labelset({"status": s}), str(counts[s]))
                 for s in ("pass", "fail", "skip")
             ],
+        ),
+        (
+            "ncclparse_check_outcomes",
+            "Check cases by outcome: FAIL fails the check, CHECK passes but is worth "
+            "a look, NOTE and OK pass, SKIP judged nothing.",
+            [(_labelset({"outcome": o}), str(n)) for o, n in result.outcomes.items()],
         ),
         (
             "ncclparse_check_runs",
@@ -460,8 +472,8 @@ def _timing_families(result: CheckResult, timestamp: float | None) -> list[_Fami
 
 # Label names the metrics use themselves, and those Prometheus gives a scrape target.
 _OWN_LABELS = frozenset(
-    {"collective", "dtype", "host", "hosts", "name", "nnodes", "nranks", "rule",
-     "size_bytes", "stat", "status", "tool", "version"}
+    {"collective", "dtype", "host", "hosts", "name", "nnodes", "nranks", "outcome",
+     "rule", "size_bytes", "stat", "status", "tool", "version"}
 )  # fmt: skip
 _TARGET_LABELS = frozenset({"job", "instance"})
 
@@ -604,16 +616,18 @@ def _joined(values: Iterable[str]) -> str:
 
 
 def to_markdown(result: CheckResult) -> str:
-    """A Markdown summary: verdict, failures table, slow hosts."""
-    lines = [f"## ncclparse check: {'PASS' if result.passed else 'FAIL'}", ""]
+    """A Markdown summary: verdict, the cases that FAIL or are to CHECK, slow
+    hosts."""
+    lines = [f"## ncclparse check: {result.headline}", ""]
     if result.error is not None:
         lines += [f"The check could not complete: {_cell(result.error)}", ""]
     lines += [_summary(result), ""]
-    if result.failures:
-        lines += ["| rule | case | details |", "| --- | --- | --- |"]
+    shown = [c for c in result.cases if c.outcome in ("FAIL", "CHECK")]
+    if shown:
+        lines += ["| outcome | rule | case | details |", "| --- | --- | --- | --- |"]
         lines += [
-            f"| {_cell(c.rule)} | {_cell(c.name)} | {_cell(c.message)} |"
-            for c in result.failures
+            f"| {c.outcome} | {_cell(c.rule)} | {_cell(c.name)} | {_cell(c.message)} |"
+            for c in shown
         ]
         lines.append("")
     if result.hosts:
@@ -744,17 +758,25 @@ class _Families:
         return iter(self.families)
 
 
-def _counts(result: CheckResult) -> dict[str, int]:
-    counts = {"cases": len(result.cases), "pass": 0, "fail": 0, "skip": 0}
-    for case in result.cases:
-        counts[case.status] += 1
-    return counts
+def _counts(result: CheckResult) -> dict[str, Any]:
+    """Cases in all, by status (a CHECK and a NOTE pass) and by outcome."""
+    statuses = [case.status for case in result.cases]
+    return {
+        "cases": len(statuses),
+        **{status: statuses.count(status) for status in ("pass", "fail", "skip")},
+        "outcomes": result.outcomes,
+    }
 
 
 def _summary(result: CheckResult) -> str:
-    c = _counts(result)
-    verdict = "PASS" if result.passed else "FAIL"
-    return f"{verdict}: {c['fail']} failed, {c['pass']} passed, {c['skip']} skipped"
+    """``PASS with 1 CHECK: 0 failed, 12 passed, 1 to check, 7 skipped``: every case
+    counted once; "to check" only when some are."""
+    n = result.outcomes
+    looks = f"{n['CHECK']} to check, " if n["CHECK"] else ""
+    return (
+        f"{result.headline}: {n['FAIL']} failed, {n['OK'] + n['NOTE']} passed, "
+        f"{looks}{n['SKIP']} skipped"
+    )
 
 
 def _num(value: float | None) -> float | None:

@@ -1,11 +1,12 @@
 """The report's "Checks" section: a check result made showable.
 
 :func:`check_summary` turns the result of ``ncclparse check`` into a
-:class:`CheckSummary`: case counts, the failed cases (with the messages the check
-produced) and the hosts blame named consistently slow, with their evidence. Text from
-logs (host names, sources, messages) stays plain ``str`` for the templates to escape;
-numbers stay numbers for the formatting filters. The order is the check's own (cases
-in check order, hosts most suspicious first), so the same input gives the same page.
+:class:`CheckSummary`: case counts by outcome, the cases that FAIL and those to CHECK
+(with the messages the check produced) and the hosts blame named consistently slow, with
+their evidence. Text from logs (host names, sources, messages) stays plain ``str`` for
+the templates to escape; numbers stay numbers for the formatting filters. The order is
+the check's own (cases in check order, hosts most suspicious first), so the same input
+gives the same page.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from ncclparse.efficiency.fits import BANDWIDTH_BOUND_BYTES
-from ncclparse.health.verdict import LABELS, Level
+from ncclparse.health.outcomes import Level, Outcome, outcome_of, symbol_of
 
 if TYPE_CHECKING:
     from ncclparse.health.blame import HostScore
@@ -25,14 +26,14 @@ if TYPE_CHECKING:
 __all__ = [
     "CheckSummary",
     "EvidenceRun",
-    "FailedCase",
+    "ListedCase",
     "RunLink",
     "SlowHost",
     "by_importance",
 ]
 
 EVIDENCE_SHOWN = 6  # evidence runs spelled out per host; the rest are counted
-SIZES_SHOWN = 5  # sizes spelled out per failed case; the rest are counted
+SIZES_SHOWN = 5  # sizes spelled out per listed case; the rest are counted
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,13 +48,14 @@ class RunLink:
 
 
 @dataclass(frozen=True, slots=True)
-class FailedCase:
-    """One failed check case. ``run`` links to the run's section when the report has
-    it; ``sizes`` are the sizes of the case's findings (the first few, in bytes,
-    most telling first: see :func:`by_importance`) and ``more_sizes`` how many are
-    left out; ``message`` is the check's own text, naming
-    the numbers against their threshold."""
+class ListedCase:
+    """One check case the section lists, by its ``outcome`` (FAIL or CHECK). ``run``
+    links to the run's section when the report has it; ``sizes`` are the sizes of
+    the case's findings (the first few, in bytes, most telling first: see
+    :func:`by_importance`) and ``more_sizes`` how many are left out; ``message`` is
+    the check's own text, naming the numbers against their threshold."""
 
+    outcome: Outcome
     rule: str
     name: str
     source: str | None
@@ -93,25 +95,28 @@ class SlowHost:
 
 @dataclass(frozen=True, slots=True)
 class CheckSummary:
-    """What the Checks section shows: the outcome as a badge (``level``, ``label``,
-    ``symbol``: PASS or FAIL, in words and symbols for grey-scale print), counts by
-    status, failed cases in check order, slow hosts most suspicious first, and how
-    many hosts blame ranked (0: too few runs over different hosts to rank any)."""
+    """What the Checks section shows: the check as a badge (``level``, ``label``,
+    ``symbol``: PASS, PASS with N CHECK or FAIL, in words and symbols for grey-scale
+    print), counts by outcome (``passed``: OK and NOTE), the cases that FAIL and
+    those to CHECK in check order, slow hosts most suspicious first, and how many
+    hosts blame ranked (0: too few runs over different hosts to rank any)."""
 
     level: Level
     label: str
     symbol: str
     passed: int
     failed: int
+    to_check: int
     skipped: int
-    failures: tuple[FailedCase, ...]
+    failures: tuple[ListedCase, ...]
+    checks: tuple[ListedCase, ...]
     slow_hosts: tuple[SlowHost, ...]
     ranked_hosts: int
 
     @property
     def total(self) -> int:
-        """Every case, whatever its status."""
-        return self.passed + self.failed + self.skipped
+        """Every case, whatever its outcome."""
+        return self.passed + self.failed + self.to_check + self.skipped
 
 
 def check_summary(
@@ -120,39 +125,38 @@ def check_summary(
     """Summarise ``result`` for the report; ``runs`` maps (source, 0-based run) to
     the report's section of that run, for links (a case whose run is absent gets
     none). Pure: reads ``result``, returns new values."""
-    counts = {"pass": 0, "fail": 0, "skip": 0}
-    for case in result.cases:
-        counts[case.status] += 1
-    failures = tuple(
-        FailedCase(
-            rule=c.rule,
-            name=c.name,
-            source=c.source,
-            run=runs.get((c.source, c.run)) if c.source and c.run is not None else None,
-            hosts=c.hosts,
-            collective=c.collective,
-            sizes=tuple(
-                dict.fromkeys(
-                    f.size_bytes
-                    for f in by_importance(c.findings, _bound_from(runs, c))
-                )
-            )[:SIZES_SHOWN],
-            more_sizes=max(0, len({f.size_bytes for f in c.findings}) - SIZES_SHOWN),
-            message=c.message,
-        )
-        for c in result.failures
-    )
-    level: Level = "ok" if result.passed else "bad"
+    counts = result.outcomes
+    level: Level = "bad" if not result.passed else "warn" if counts["CHECK"] else "ok"
     return CheckSummary(
         level=level,
-        label="PASS" if result.passed else LABELS["bad"][0],
-        symbol=LABELS[level][1],
-        passed=counts["pass"],
-        failed=counts["fail"],
-        skipped=counts["skip"],
-        failures=failures,
+        label=result.headline,
+        symbol=symbol_of(outcome_of(level)),
+        passed=counts["OK"] + counts["NOTE"],
+        failed=counts["FAIL"],
+        to_check=counts["CHECK"],
+        skipped=counts["SKIP"],
+        failures=tuple(_listed(c, runs) for c in result.failures),
+        checks=tuple(_listed(c, runs) for c in result.to_check),
         slow_hosts=tuple(_slow_host(h, runs) for h in result.hosts if h.slow),
         ranked_hosts=len(result.hosts),
+    )
+
+
+def _listed(case: Case, runs: Mapping[tuple[str, int], RunLink]) -> ListedCase:
+    ordered = by_importance(case.findings, _bound_from(runs, case))
+    sizes = tuple(dict.fromkeys(f.size_bytes for f in ordered))
+    run = case.run
+    return ListedCase(
+        outcome=case.outcome,
+        rule=case.rule,
+        name=case.name,
+        source=case.source,
+        run=runs.get((case.source, run)) if case.source and run is not None else None,
+        hosts=case.hosts,
+        collective=case.collective,
+        sizes=sizes[:SIZES_SHOWN],
+        more_sizes=max(0, len(sizes) - SIZES_SHOWN),
+        message=case.message,
     )
 
 
