@@ -7,7 +7,8 @@ empty or unrecognised input, no run at all, a failed or truncated run, ``#wrong`
 out-of-bounds FAILED, a printed bandwidth that size and time contradict, a run without
 measurements, an expected collective or size absent, a series of the history baseline
 absent, a history that gives no baseline at all (unless it is the first night), a
-sweep too short to judge bandwidth. Each failing case's message names the
+sweep too short to judge bandwidth, a run far below the other runs of its shape
+(:mod:`ncclparse.health.cohort`). Each failing case's message names the
 source and run, the hosts, the collective, the sizes and the numbers against their
 limits. A check that could not complete is :func:`error_result`: failed, with the
 reason.
@@ -39,6 +40,7 @@ from ncclparse.health.cases import (
     hosts,
     sizes,
 )
+from ncclparse.health.cohort import cohort_cases
 from ncclparse.health.integrity import (
     baseline_cases,
     expect_cases,
@@ -196,12 +198,13 @@ def check(
         )
         logs = len(set(result.measurements.column("source").to_pylist()))
         cases += stale_inputs_case(chosen, logs)
+    points = _per_size(rows)  # per series and size: what history and cohort judge
     if base is not None:
         lookup = _Lookup.of(base, rules.history.min_runs)
-        points = _per_size(rows)
         for key, _ in series:
             mine = points.get(_nan_free(key), [])
             cases.append(_history_case(rules, context(key, runs), mine, lookup))
+    cases += cohort_cases(points, runs, rules.cohort)
     ranked = blame(run_scores(result.measurements, result.runs), rules.blame)
     cases += _blame_cases(ranked, len(runs))
     return CheckResult(tuple(cases), ranked, analysis, tags=dict(tags or {}))

@@ -1,0 +1,156 @@
+"""Same-night cohort judgement: each run against the other runs of its shape.
+
+A shape is what makes two runs' bus bandwidths comparable: the series keys but the
+run (tool, collective, dtype, redop, root, placement, ranks, nodes) and the GPU
+name. Within one check, each run's busbw at the sizes where its shape is
+bandwidth-bound is compared with the median of the OTHER runs of its shape
+(leave-one-out: a slow run does not drag the median it is judged by); more than
+``threshold`` below it fails. Latency-bound sizes are not judged (history and the
+threshold rules judge time). A shape needs ``min_runs`` runs: of two runs apart,
+neither tells which one is slow. A whole shape slow together is not a cohort's to
+see: the verdict and history rules judge that.
+
+Pure: a small per-run, per-size summary in, cases out.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ncclparse.formatting import format_bytes, format_gbps
+from ncclparse.health.cases import Case, SizeMiss, Status, context
+from ncclparse.health.rules import CohortPolicy
+
+__all__ = ["RULE", "cohort_cases"]
+
+RULE = "cohort"
+# A series key (SERIES_KEYS) -> its sizes: size_bytes, busbw_gbps (the median of
+# its rows) and regime (of its first row), as check's per-size summary holds them.
+Points = Mapping[tuple[Any, ...], Sequence[Mapping[str, Any]]]
+
+
+def cohort_cases(
+    points: Points,
+    runs: Mapping[tuple[str, int], Mapping[str, Any]],
+    policy: CohortPolicy,
+) -> list[Case]:
+    """One ``cohort`` case per series whose shape has another run tonight: pass,
+    fail (far below the others at a bandwidth-bound size) or skip (too few runs of
+    the shape, no bandwidth-bound size). A series alone in its shape gets none:
+    there is nothing to compare it with. Nothing when ``policy.enabled`` is off."""
+    if not policy.enabled:
+        return []
+    shapes: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+    for key in points:
+        shapes.setdefault((*key[2:], _device(runs, key)), []).append(key)
+    cases = []
+    for members in shapes.values():
+        if len(members) < 2:
+            continue
+        busbw = {key: _bandwidth(points[key]) for key in members}
+        judged = _judged_sizes(points, members)
+        for key in members:
+            cases.append(_case(key, members, busbw, judged, runs, policy))
+    return cases
+
+
+def _device(runs: Mapping[tuple[str, int], Mapping[str, Any]], key: Any) -> str:
+    facts = runs.get((key[0], int(key[1])), {})
+    return ", ".join(dict.fromkeys(d for d in facts.get("devices") or () if d))
+
+
+def _bandwidth(points: Sequence[Mapping[str, Any]]) -> dict[int, float]:
+    return {
+        int(p["size_bytes"]): float(p["busbw_gbps"])
+        for p in points
+        if np.isfinite(float(p["busbw_gbps"]))
+    }
+
+
+def _judged_sizes(points: Points, members: list[tuple[Any, ...]]) -> set[int]:
+    """The sizes most runs of the shape measured bandwidth-bound: the cohort
+    decides, so a slow run whose own rows look latency-bound is still judged."""
+    votes: dict[int, int] = {}
+    for key in members:
+        for p in points[key]:
+            if p["regime"] == "bandwidth-bound":
+                size = int(p["size_bytes"])
+                votes[size] = votes.get(size, 0) + 1
+    return {size for size, n in votes.items() if 2 * n > len(members)}
+
+
+def _case(
+    key: tuple[Any, ...],
+    members: list[tuple[Any, ...]],
+    busbw: dict[tuple[Any, ...], dict[int, float]],
+    judged: set[int],
+    runs: Mapping[tuple[str, int], Mapping[str, Any]],
+    policy: CohortPolicy,
+) -> Case:
+    ctx = context(key, dict(runs))
+    device = _device(runs, key)
+    head = f"{ctx['where']}: {ctx['label']}" + (f" ({device})" if device else "")
+    name = f"{ctx['label']} [{ctx['source']}#{ctx['run']}]"
+    common = {k: ctx[k] for k in ("source", "run", "hosts", "collective")}
+    others = len(members) - 1
+    of_shape = f"the {others} other run{'s' if others > 1 else ''} of its shape tonight"
+    if len(members) < policy.min_runs:
+        message = (
+            f"{head}: not compared: {len(members)} runs of its shape tonight, a "
+            f"cohort needs {policy.min_runs} (of two runs apart, neither tells "
+            "which is slow)"
+        )
+        return Case(RULE, name, "skip", message, **common)
+    mine = busbw[key]
+    findings, checked, worst = [], 0, (0.0, 0)
+    for size in sorted(judged & set(mine), reverse=True):
+        values = [busbw[k][size] for k in members if k != key and size in busbw[k]]
+        if len(values) < policy.min_runs - 1:
+            continue
+        checked += 1
+        median = float(np.median(values))
+        drop = 1 - mine[size] / median if median > 0 else 0.0
+        worst = max(worst, (drop, size))
+        if drop > policy.threshold:
+            limit = median * (1 - policy.threshold)
+            findings.append(SizeMiss(size, "busbw_gbps", mine[size], limit, median))
+    limit = f"limit {policy.threshold:.0%}"
+    if not checked:
+        message = (
+            f"{head}: no bandwidth-bound size measured by it and {of_shape} "
+            "(the cohort rule judges bus bandwidth only)"
+        )
+        return Case(RULE, name, "skip", message, **common)
+    status: Status = "fail" if findings else "pass"
+    if findings:
+        first = findings[0]  # the largest size: bandwidth-bound for sure
+        assert first.baseline is not None
+        text = (
+            f"bus bandwidth {format_gbps(first.value)} at "
+            f"{format_bytes(first.size_bytes)} is "
+            f"{1 - first.value / first.baseline:.1%} below the median of {of_shape} "
+            f"({format_gbps(first.baseline)}; {limit})"
+        )
+        if len(findings) > 1:
+            text += f"; {len(findings) - 1} more size{'s' if len(findings) > 2 else ''}"
+            text += f" down to {format_bytes(findings[-1].size_bytes)}"
+    else:
+        drop, size = worst
+        text = (
+            f"bus bandwidth within {policy.threshold:.0%} of the median of {of_shape} "
+            f"at {checked} bandwidth-bound size{'s' if checked > 1 else ''} (largest "
+            f"drop {max(drop, 0.0):.1%}"
+            + (f" at {format_bytes(size)})" if drop > 0 else ")")
+        )
+    return Case(
+        RULE,
+        name,
+        status,
+        f"{head}: {text}",
+        checked=checked,
+        findings=tuple(findings),
+        **common,
+    )
