@@ -34,7 +34,7 @@ Points = Mapping[tuple[Any, ...], Sequence[Mapping[str, Any]]]
 
 def cohort_cases(
     points: Points,
-    runs: Mapping[tuple[str, int], Mapping[str, Any]],
+    runs: dict[tuple[str, int], dict[str, Any]],
     policy: CohortPolicy,
 ) -> list[Case]:
     """One ``cohort`` case per series whose shape has another run tonight: pass,
@@ -57,7 +57,7 @@ def cohort_cases(
     return cases
 
 
-def _device(runs: Mapping[tuple[str, int], Mapping[str, Any]], key: Any) -> str:
+def _device(runs: dict[tuple[str, int], dict[str, Any]], key: Any) -> str:
     facts = runs.get((key[0], int(key[1])), {})
     return ", ".join(dict.fromkeys(d for d in facts.get("devices") or () if d))
 
@@ -87,10 +87,10 @@ def _case(
     members: list[tuple[Any, ...]],
     busbw: dict[tuple[Any, ...], dict[int, float]],
     judged: set[int],
-    runs: Mapping[tuple[str, int], Mapping[str, Any]],
+    runs: dict[tuple[str, int], dict[str, Any]],
     policy: CohortPolicy,
 ) -> Case:
-    ctx = context(key, dict(runs))
+    ctx = context(key, runs)
     device = _device(runs, key)
     head = f"{ctx['where']}: {ctx['label']}" + (f" ({device})" if device else "")
     name = f"{ctx['label']} [{ctx['source']}#{ctx['run']}]"
@@ -117,7 +117,7 @@ def _case(
         if drop > policy.threshold:
             limit = median * (1 - policy.threshold)
             findings.append(SizeMiss(size, "busbw_gbps", mine[size], limit, median))
-    limit = f"limit {policy.threshold:.0%}"
+    stated = f"limit {policy.threshold:.0%}"
     if not checked:
         message = (
             f"{head}: no bandwidth-bound size measured by it and {of_shape} "
@@ -132,18 +132,22 @@ def _case(
             f"bus bandwidth {format_gbps(first.value)} at "
             f"{format_bytes(first.size_bytes)} is "
             f"{1 - first.value / first.baseline:.1%} below the median of {of_shape} "
-            f"({format_gbps(first.baseline)}; {limit})"
+            f"({format_gbps(first.baseline)}; {stated})"
         )
         if len(findings) > 1:
             text += f"; {len(findings) - 1} more size{'s' if len(findings) > 2 else ''}"
             text += f" down to {format_bytes(findings[-1].size_bytes)}"
     else:
         drop, size = worst
+        largest = (
+            f"largest drop {drop:.1%} at {format_bytes(size)}"
+            if drop > 0
+            else "at or above it at every size"
+        )
         text = (
             f"bus bandwidth within {policy.threshold:.0%} of the median of {of_shape} "
-            f"at {checked} bandwidth-bound size{'s' if checked > 1 else ''} (largest "
-            f"drop {max(drop, 0.0):.1%}"
-            + (f" at {format_bytes(size)})" if drop > 0 else ")")
+            f"at {checked} bandwidth-bound size{'s' if checked > 1 else ''} "
+            f"({largest})"
         )
     return Case(
         RULE,
