@@ -18,6 +18,7 @@ from ncclparse.health.rules import (
     DEFAULT_RULES,
     CohortPolicy,
     RulesError,
+    load_rules,
     rules_from_mapping,
 )
 from tests import _derive as derive
@@ -187,3 +188,15 @@ def test_a_bad_cohort_section_is_an_error_naming_the_key(
     with pytest.raises(RulesError) as raised:
         rules_from_mapping({"cohort": table})
     assert str(raised.value) == message
+
+
+def test_the_shipped_nightly_rules_file_loads_and_judges_a_slow_pair(
+    tmp_path: Path,
+) -> None:
+    rules = load_rules(Path(__file__).parent.parent / "examples" / "nightly-rules.toml")
+    assert rules.cohort == CohortPolicy(threshold=0.15, min_runs=3, enabled=True)
+    assert rules.expect.sizes == (8, 2**33)
+    assert [r.name for r in rules.rules] == ["latency"]
+    result = check(parse_many(_logs(tmp_path, PAIRS, slow=0.6)), rules)
+    failed = {(c.rule, Path(c.source or "").stem) for c in result.failures}
+    assert failed == {("cohort", "pair_node01_node03")}
