@@ -271,9 +271,17 @@ def test_a_rules_file_beside_the_logs_is_skipped() -> None:
     and failed (not a recognised benchmark log)."""
     examples = Path(__file__).parent.parent / "examples"
     notes: list[Note] = []
-    found = [path.name for path, _ in expand((str(examples),), notes)]
-    assert "nightly-rules.toml" not in found
-    assert "all_reduce_16rank_2node_h100.log" in found
+    found = [
+        item[1] for item in expand((str(examples),), notes) if isinstance(item, tuple)
+    ]
+    assert found == [
+        f"{examples}/{name}"
+        for name in (
+            "all_reduce_16rank_2node_h100.log",
+            "all_reduce_failed_midrun.log",
+            "alltoall_8gpu_a100.log",
+        )
+    ]
     assert notes == [
         Note(
             str(examples),
