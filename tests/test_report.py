@@ -443,7 +443,7 @@ def test_checks_section_follows_the_verdicts(pairwise_html: str) -> None:
     assert page.sections[:3] == ["overview", "checks", "run1"]
     text = Page(_section(pairwise_html, "checks")).all_text
     assert text.startswith(
-        f"✗ FAIL Checks ✗ 6 failed ✓ 35 passed {DASH} 0 skipped of 41"
+        f"✗ FAIL Checks ✗ 14 failed ✓ 47 passed {DASH} 0 skipped of 61"
     )
     assert '<a href="#checks">checks</a>' in pairwise_html  # in the contents line
 
@@ -463,8 +463,9 @@ def test_checks_section_names_the_slow_host_with_evidence(pairwise_html: str) ->
 
 def test_checks_section_lists_the_failed_cases(pairwise_html: str) -> None:
     section = Page(_section(pairwise_html, "checks"))
-    # #wrong, the slow host, and node03's four runs far below healthy (1.6x slow).
-    assert section.rows["checks"] == 6
+    # #wrong, the slow host, and node03's four runs far below healthy (1.6x slow),
+    # which the cohort rule finds far below the other pairs too, in each placement.
+    assert section.rows["checks"] == 14
     text = section.all_text
     assert (
         "✗ integrity pair0.log (run 0) node01, node02 all_reduce 1 GiB pair0.log run "
@@ -475,6 +476,8 @@ def test_checks_section_lists_the_failed_cases(pairwise_html: str) -> None:
     assert (
         f"✗ slow-host {none} node03 {none} {none} node03 is slow with every partner"
     ) in text
+    assert text.count("✗ cohort ") == 8
+    assert text.count("below the median of the 9 other runs of its shape tonight") == 8
 
 
 def test_checks_section_escapes_host_names(pairwise_html: str) -> None:
@@ -521,7 +524,7 @@ def test_markdown_summary_shows_checks_in_short(
     assert lines.index("## Checks: ✗ FAIL") < lines.index(
         "## ✗ FAIL: pair0.log (run 0)"
     )
-    assert "6 failed, 35 passed, 0 skipped." in lines
+    assert "14 failed, 47 passed, 0 skipped." in lines
     assert (
         "- **integrity** pair0.log run 0 (hosts node01, node02) all\\_reduce: #wrong "
         "\\> 0 at 1 size(s): 1 GiB out-of-place #wrong 12"
