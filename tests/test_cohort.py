@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from ncclparse.api import parse_many
+from ncclparse.formatting import format_gbps
 from ncclparse.health.cases import Case
 from ncclparse.health.check import check
 from ncclparse.health.cohort import cohort_cases
@@ -200,3 +201,46 @@ def test_the_shipped_nightly_rules_file_loads_and_judges_a_slow_pair(
     result = check(parse_many(_logs(tmp_path, PAIRS, slow=0.6)), rules)
     failed = {(c.rule, Path(c.source or "").stem) for c in result.failures}
     assert failed == {("cohort", "pair_node01_node03")}
+
+
+@pytest.mark.parametrize(
+    ("busbw", "medians"),
+    [
+        # Each run against the median of the others: the slow run (60) does not drag
+        # it; an odd number of others takes the middle one, an even one the mean.
+        ([100.0, 60.0, 96.0, 104.0], [96.0, 100.0, 100.0, 96.0]),
+        ([100.0, 60.0, 96.0, 104.0, 98.0], [97.0, 99.0, 99.0, 97.0, 98.0]),
+    ],
+)
+def test_each_run_is_judged_by_the_median_of_the_others(
+    busbw: list[float], medians: list[float]
+) -> None:
+    key = ("nccl-tests", "all_reduce", "float32", "sum", None, "in-place", "16", "2")
+    points = {
+        (f"pair{i}.log", 0, *key): [
+            {"size_bytes": 2**30, "busbw_gbps": value, "regime": "bandwidth-bound"}
+        ]
+        for i, value in enumerate(busbw)
+    }
+    runs = {(f"pair{i}.log", 0): {"devices": ["H100"]} for i in range(len(busbw))}
+    cases = cohort_cases(points, runs, CohortPolicy())
+    assert [c.status for c in cases] == ["pass", "fail"] + ["pass"] * (len(busbw) - 2)
+    [miss] = cases[1].findings
+    assert (miss.value, miss.baseline, miss.limit) == (
+        60.0,
+        medians[1],
+        medians[1] * 0.85,
+    )
+    assert cases[1].message == (
+        f"pair1.log run 0 (hosts unknown): all_reduce float32 sum in-place 16 ranks on "
+        f"2 nodes (H100): bus bandwidth 60 GB/s at 1 GiB is "
+        f"{1 - 60 / medians[1]:.1%} below the median of the {len(busbw) - 1} other "
+        f"runs of its shape tonight ({format_gbps(medians[1])}; limit 15%)"
+    )
+    drops = [c.message.rsplit("(", 1)[1] for c in cases if c.status == "pass"]
+    expected = [
+        f"largest drop {1 - v / m:.1%} at 1 GiB)" if v < m else
+        "at or above it at every size)"
+        for v, m in zip(busbw, medians, strict=True) if v != 60.0
+    ]  # fmt: skip
+    assert drops == expected
