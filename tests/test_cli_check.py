@@ -570,16 +570,24 @@ def test_check_report_shows_slow_host_and_failures(
                      r"<td class=\"num\">4 / 4</td>", hosts)  # fmt: skip
     assert hosts.count("SLOW</span>") == 1
     # Failed cases: the #wrong run, the slow host and its four runs (1.6x as slow:
-    # 57.4 % of what healthy hardware reaches, below 60 %), with the check's messages.
+    # 57.4 % of what healthy hardware reaches, below 60 %), with the check's messages;
+    # the cohort rule fails the same four runs, in each placement (37 % below the
+    # median of the 9 other pairs, of which 3 are slow too).
     failed = checks[checks.index("<h3>Failed cases</h3>") : checks.index(
         "<h3>Slow hosts</h3>"
     )]  # fmt: skip
     assert "#wrong &gt; 0 at 1 size(s): 1 GiB out-of-place #wrong 12" in failed
     assert "node03 is slow with every partner: 4 of 4 runs slow" in failed
     assert failed.count("57.4 % of what healthy hardware reaches") == 4
-    # Two tables: seven failed cases (the #wrong run's verdict is FAIL too) and five
-    # runs to CHECK, each with its header.
-    assert failed.count("<tr>") == 14
+    cohort = re.findall(r"run 0 \(hosts (node0\d), (node0\d)\): all_reduce [^<]* "
+                        r"is 37.0% below the median of the 9 other runs", failed)  # fmt: skip
+    assert sorted(cohort) == sorted(
+        [("node01", "node03"), ("node02", "node03"), ("node03", "node04"),
+         ("node03", "node05")] * 2
+    )  # fmt: skip
+    # Two tables: 15 failed cases (the #wrong run's verdict is FAIL too) and
+    # five runs to CHECK, each with its header.
+    assert failed.count("<tr>") == 22
 
 
 def test_junit_testsuites_carries_no_skipped_attribute(

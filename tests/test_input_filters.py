@@ -264,3 +264,29 @@ def test_an_include_that_matches_nothing_leaves_a_directory_without_a_log(
         f"{tmp_path}: directory holds no log file (5 files not matching --include "
         "skipped)"
     ]
+
+
+def test_a_rules_file_beside_the_logs_is_skipped() -> None:
+    """examples/ ships a rules file: `ncclparse parse examples/` read it as a log
+    and failed (not a recognised benchmark log)."""
+    examples = Path(__file__).parent.parent / "examples"
+    notes: list[Note] = []
+    found = [
+        item[1] for item in expand((str(examples),), notes) if isinstance(item, tuple)
+    ]
+    assert found == [
+        f"{examples}/{name}"
+        for name in (
+            "all_reduce_16rank_2node_h100.log",
+            "all_reduce_failed_midrun.log",
+            "alltoall_8gpu_a100.log",
+        )
+    ]
+    assert notes == [
+        Note(
+            str(examples),
+            f"{examples}: skipped 2 files that are not logs (Markdown without "
+            f"benchmark output: 1, TOML: 1): {examples}/README.md, "
+            f"{examples}/nightly-rules.toml",
+        )
+    ]

@@ -282,13 +282,16 @@ def test_cases_are_aggregated_by_identity(runner: CliRunner, tmp_path: Path) -> 
         f'ncclparse_check_case_failed{{cluster="a3",rule="integrity",{shape}}} 0',
         f'ncclparse_check_case_failed{{cluster="a3",rule="verdict",{shape}}} 0',
         f'ncclparse_check_case_failed{{cluster="a3",rule="latency",{shape}}} 0',
+        f'ncclparse_check_case_failed{{cluster="a3",rule="cohort",{shape}}} 0',
         'ncclparse_check_case_failed{cluster="a3",rule="slow-host",name="hosts"} 0',
     ]
-    # 3 runs: one integrity and one verdict case each, a latency case per placement.
+    # 3 runs: one integrity and one verdict case each, a latency and a cohort case
+    # per placement.
     assert _lines(text, "ncclparse_check_case_judged") == [
         f'ncclparse_check_case_judged{{cluster="a3",rule="integrity",{shape}}} 3',
         f'ncclparse_check_case_judged{{cluster="a3",rule="verdict",{shape}}} 3',
         f'ncclparse_check_case_judged{{cluster="a3",rule="latency",{shape}}} 6',
+        f'ncclparse_check_case_judged{{cluster="a3",rule="cohort",{shape}}} 6',
         'ncclparse_check_case_judged{cluster="a3",rule="slow-host",name="hosts"} 1',
     ]
     lines = text.splitlines()

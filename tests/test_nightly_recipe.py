@@ -23,6 +23,7 @@ import datetime as dt
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -38,6 +39,7 @@ from tests._docs import code_block
 
 ROOT = Path(__file__).parent.parent
 DOC = ROOT / "docs" / "nightly.md"
+RULES = ROOT / "examples" / "nightly-rules.toml"
 HOSTS = ("node01", "node02", "node03")
 PAIRS = [(a, b) for i, a in enumerate(HOSTS) for b in HOSTS[i + 1 :]]
 TODAY = dt.datetime.now(dt.UTC).date()
@@ -143,7 +145,7 @@ def _cron(root: Path, benchmark: Callable[[int], Path]) -> Recipe:
     options = root / "opt" / "nccl-health"
     options.mkdir(parents=True)
     (options / "pairs.txt").write_text("".join(f"{a} {b}\n" for a, b in PAIRS))
-    (options / "rules.toml").write_text("# the built-in rules\n")
+    shutil.copy(RULES, options / "rules.toml")  # as docs/nightly.md says
     textfile = root / "var" / "lib" / "node_exporter" / "textfile"
     textfile.mkdir(parents=True)
     return Recipe(
@@ -180,7 +182,7 @@ def _cronjob(root: Path, benchmark: Callable[[int], Path]) -> Recipe:
     out = found.group(1)
     script = _rooted(_literal(checker), root)
     (root / "config").mkdir(parents=True)
-    (root / "config" / "rules.toml").write_text("# the built-in rules\n")
+    shutil.copy(RULES, root / "config" / "rules.toml")
     (root / "textfile").mkdir()
 
     def logs(night: int) -> Path:  # where the launcher writes: --out, expanded
@@ -204,24 +206,33 @@ def _cronjob(root: Path, benchmark: Callable[[int], Path]) -> Recipe:
     )
 
 
-def _benchmark(tmp_path: Path, night: int) -> Path:
+def _benchmark(
+    tmp_path: Path,
+    night: int,
+    slower: Callable[[int, tuple[str, str]], float] | None = None,
+) -> Path:
     """Derived: the night's log of each pair: the real log with the pair's host names
-    and its own jitter; night 3 twice as slow from 1 MiB up."""
+    and its own jitter; from 1 MiB up, ``slower(night, pair)`` x as long (default:
+    every pair twice as slow on night 3)."""
     directory = tmp_path / f"benchmark-night{night}"
     directory.mkdir(exist_ok=True)
     for i, (a, b) in enumerate(PAIRS):
         jitter = derive.jitter(10 * night + i)
-        slower = 2.0 if night == 3 else 1.0
+        times = (slower or _night_three)(night, (a, b))
         names = dict(zip(derive.HOSTS, (a, b), strict=True))
 
         def factor(
-            size: int, jitter: Callable[[int], float] = jitter, slower: float = slower
+            size: int, jitter: Callable[[int], float] = jitter, times: float = times
         ) -> float:
-            return (slower if size >= 2**20 else 1.0) * jitter(size)
+            return (times if size >= 2**20 else 1.0) * jitter(size)
 
         text = derive.scale(derive.rename_hosts(derive.healthy(), names), factor)
         (directory / f"{a}_{b}.log").write_text(text)
     return directory
+
+
+def _night_three(night: int, pair: tuple[str, str]) -> float:
+    return 2.0 if night == 3 else 1.0
 
 
 def _run(recipe: Recipe, night: int) -> subprocess.CompletedProcess[str]:
@@ -380,3 +391,57 @@ def test_a_first_night_without_logs_does_not_break_the_next(
         f"Note: first night (--first-night): no baseline: {recipe.history} (not "
         "created yet) holds no run; tonight is judged without history\n"
     )
+
+
+@pytest.mark.parametrize("make", [_cron], ids=["cron"])
+def test_a_slow_pair_fails_from_night_one(
+    tmp_path: Path, make: Callable[[Path, Callable[[int], Path]], Recipe]
+) -> None:
+    """Issue #29: node01_node03 at 0.6x the bus bandwidth of the other pairs (from
+    1 MiB up) on nights 1 and 4 passed both nights: too little history, and no
+    hardware figures for the verdict. The cohort rule compares it with the two
+    other pairs of the same night."""
+    root = tmp_path / "root"
+    root.mkdir()
+
+    def slower(night: int, pair: tuple[str, str]) -> float:
+        return 1 / 0.6 if night in (1, 4) and pair == ("node01", "node03") else 1.0
+
+    recipe = make(root, lambda night: _benchmark(tmp_path, night, slower))
+    for night in (1, 2, 3, 4):
+        done = _run(recipe, night)
+        slow = night in (1, 4)
+        assert done.returncode == (1 if slow else 0), (night, done.stdout)
+        document = json.loads((recipe.out(night) / "check.json").read_text())
+        cohort = {
+            (Path(c["source"]).stem, c["status"])
+            for c in document["cases"]
+            if c["rule"] == "cohort"
+        }
+        assert cohort == {
+            ("pair_node01_node02", "pass"),
+            ("pair_node01_node03", "fail" if slow else "pass"),
+            ("pair_node02_node03", "pass"),
+        }
+        if not slow:
+            continue
+        lines = [
+            line for line in done.stdout.splitlines() if line.startswith("FAIL cohort")
+        ]
+        assert len(lines) == 2, done.stdout  # out-of-place and in-place
+        assert all(
+            line.startswith(
+                f"FAIL cohort: {recipe.logs(night)}/pair_node01_node03.log run 0 "
+                "(hosts node01, node03): all_reduce float32 sum "
+            )
+            and "below the median of the 2 other runs of its shape tonight" in line
+            for line in lines
+        ), lines
+        junit = ET.fromstring((recipe.out(night) / "junit.xml").read_bytes())
+        failed = [
+            case.get("name", "")
+            for case in junit.iter("testcase")
+            if case.find("failure") is not None
+            and "node01_node03" in case.get("name", "")
+        ]
+        assert any("pair_node01_node03.log" in name for name in failed), failed

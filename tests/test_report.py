@@ -460,7 +460,7 @@ def test_checks_section_follows_the_verdicts(pairwise_html: str) -> None:
     assert page.sections[:3] == ["overview", "checks", "run1"]
     text = Page(_section(pairwise_html, "checks")).all_text
     assert text.startswith(
-        f"✗ FAIL Checks ✗ 7 failed ✓ 29 passed ! 5 to check {DASH} 0 skipped of 41"
+        f"✗ FAIL Checks ✗ 15 failed ✓ 41 passed ! 5 to check {DASH} 0 skipped of 61"
     )
     assert '<a href="#checks">checks</a>' in pairwise_html  # in the contents line
 
@@ -480,9 +480,11 @@ def test_checks_section_names_the_slow_host_with_evidence(pairwise_html: str) ->
 
 def test_checks_section_lists_the_failed_cases(pairwise_html: str) -> None:
     section = Page(_section(pairwise_html, "checks"))
-    # #wrong, the slow host, and node03's four runs far below healthy (1.6x slow).
-    # and the five runs whose verdict is CHECK, in their own table.
-    assert section.rows["checks"] == 12
+    # #wrong (its integrity and its verdict), the slow host, and node03's four runs
+    # far below healthy (1.6x slow), which the cohort rule finds far below the other
+    # pairs too, in each placement; and the five runs whose verdict is CHECK, in
+    # their own table.
+    assert section.rows["checks"] == 20
     text = section.all_text
     assert (
         "✗ integrity pair0.log (run 0) node01, node02 all_reduce 1 GiB pair0.log run "
@@ -493,6 +495,8 @@ def test_checks_section_lists_the_failed_cases(pairwise_html: str) -> None:
     assert (
         f"✗ slow-host {none} node03 {none} {none} node03 is slow with every partner"
     ) in text
+    assert text.count("✗ cohort ") == 8
+    assert text.count("below the median of the 9 other runs of its shape tonight") == 8
 
 
 def test_checks_section_escapes_host_names(pairwise_html: str) -> None:
@@ -539,7 +543,7 @@ def test_markdown_summary_shows_checks_in_short(
     assert lines.index("## Checks: ✗ FAIL") < lines.index(
         "## ✗ FAIL: pair0.log (run 0)"
     )
-    assert "7 failed, 29 passed, 5 to check, 0 skipped." in lines
+    assert "15 failed, 41 passed, 5 to check, 0 skipped." in lines
     assert (
         "- **FAIL integrity** pair0.log run 0 (hosts node01, node02) all\\_reduce: #wrong "
         "\\> 0 at 1 size(s): 1 GiB out-of-place #wrong 12"

@@ -7,7 +7,8 @@ empty or unrecognised input, no run at all, a failed or truncated run, ``#wrong`
 out-of-bounds FAILED, a printed bandwidth that size and time contradict, a run without
 measurements, an expected collective or size absent, a series of the history baseline
 absent, a history that gives no baseline at all (unless it is the first night), a
-sweep too short to judge bandwidth. Each failing case's message names the
+sweep too short to judge bandwidth, a run far below the other runs of its shape
+(:mod:`ncclparse.health.cohort`). Each failing case's message names the
 source and run, the hosts, the collective, the sizes and the numbers against their
 limits. A check that could not complete is :func:`error_result`: failed, with the
 reason.
@@ -41,6 +42,7 @@ from ncclparse.health.cases import (
     hosts,
     sizes,
 )
+from ncclparse.health.cohort import cohort_cases
 from ncclparse.health.integrity import (
     baseline_cases,
     expect_cases,
@@ -217,6 +219,11 @@ def check(
         logs = pc.count_distinct(result.measurements["source"]).as_py()
         cases += stale_inputs_case(chosen, logs)
     cases += [c for j in judged for c in j.history]
+    # In the order one grouping of every row gives (by source and run; within a run,
+    # as each batch grouped it), so cases do not depend on how runs were batched.
+    merged = [item for j in judged for item in j.points.items()]
+    points = dict(sorted(merged, key=lambda item: (item[0][0], item[0][1])))
+    cases += cohort_cases(points, runs, rules.cohort)
     analysis = _joined([j.analysis for j in judged])
     ranked = blame(run_scores(result.measurements, result.runs), rules.blame)
     cases += _blame_cases(ranked, len(runs))
@@ -232,8 +239,8 @@ JUDGE_ROWS = 25_000
 class _Batch:
     """What one batch of runs (:func:`_batches`) gives: its cases by kind, in order
     (``rules``: one list per rule), its analysis and what it holds (:data:`_PRESENT`
-    of its analysed rows, once each: a per-run, per-size summary for the cases that
-    look across runs)."""
+    of its analysed rows, once each, and each series' points: per-run, per-size
+    summaries for the cases that look across runs)."""
 
     integrity: list[Case]
     verdicts: list[Case]
@@ -241,6 +248,7 @@ class _Batch:
     history: list[Case]
     analysis: Analysis
     present: pd.DataFrame  # a summary per run (:func:`_present`)
+    points: dict[tuple[Any, ...], list[dict[str, Any]]]  # per series (_per_size)
 
 
 _PRESENT = (*SERIES_KEYS, "size_bytes")
@@ -341,13 +349,13 @@ def _judge_batch(
         for rule in rules.rules
     ]
     history = []
+    points = _per_size(rows)  # per series and size: what history and cohort judge
     if lookup is not None:
-        points = _per_size(rows)
         for key, _ in series:
             found = points.get(_nan_free(key), [])
             history.append(_history_case(rules, context(key, runs), found, lookup))
     present = _present(rows, rules)
-    return _Batch(integrity, verdicts, by_rule, history, analysis, present)
+    return _Batch(integrity, verdicts, by_rule, history, analysis, present, points)
 
 
 def _joined(analyses: list[Analysis]) -> Analysis:

@@ -3,10 +3,11 @@
 A :class:`Rules` value holds everything ``ncclparse check`` judges against: threshold
 rules (:class:`Rule`), what must be present (:class:`Expectations`), how history
 baselines are built (:class:`HistoryPolicy`) and when a host is named slow
-(:class:`BlamePolicy`) and the efficiency thresholds of the run verdict
-(:class:`VerdictPolicy`). :data:`DEFAULT_RULES` applies when no file is given; a rules
-file (:func:`load_rules`) replaces only the sections it has. The file format is
-documented in ``docs/check-json.md`` (section "Rules file").
+(:class:`BlamePolicy`), the efficiency thresholds of the run verdict
+(:class:`VerdictPolicy`) and when a run is far below the other runs of its shape
+that night (:class:`CohortPolicy`). :data:`DEFAULT_RULES` applies when no file is
+given; a rules file (:func:`load_rules`) replaces only the sections it has. The
+file format is documented in ``docs/check-json.md`` (section "Rules file").
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ __all__ = [
     "REGIMES",
     "UNJUDGED",
     "BlamePolicy",
+    "CohortPolicy",
     "Expectations",
     "HistoryPolicy",
     "Rule",
@@ -169,6 +171,25 @@ class VerdictPolicy:
 
 
 @dataclass(frozen=True, slots=True)
+class CohortPolicy:
+    """When a run is far below the other runs of its shape in the same check.
+
+    At a bandwidth-bound size, a run fails when its busbw is more than ``threshold``
+    (a fraction) below the median of the other runs of its shape. A shape needs
+    ``min_runs`` runs (at least 3: of two runs apart, neither tells which is slow);
+    ``enabled = false`` turns the rule off.
+    """
+
+    threshold: float = 0.15
+    min_runs: int = 3
+    enabled: bool = True
+
+
+# Of two runs that disagree, neither tells which one is slow.
+MIN_COHORT = 3
+
+
+@dataclass(frozen=True, slots=True)
 class Rules:
     """Everything a check judges against."""
 
@@ -177,6 +198,7 @@ class Rules:
     history: HistoryPolicy = field(default_factory=HistoryPolicy)
     blame: BlamePolicy = field(default_factory=BlamePolicy)
     verdict: VerdictPolicy = field(default_factory=VerdictPolicy)
+    cohort: CohortPolicy = field(default_factory=CohortPolicy)
 
 
 # Efficiency against the ideal is the verdict's (VerdictPolicy); the default rule
@@ -209,9 +231,12 @@ def load_rules(path: str | Path) -> Rules:
 
 def rules_from_mapping(data: dict[str, Any]) -> Rules:
     """Build :class:`Rules` from parsed TOML (``rule`` array, ``expect``, ``history``,
-    ``blame`` tables). A ``rule`` array, even empty, replaces the default rules.
+    ``blame``, ``verdict``, ``cohort`` tables). A ``rule`` array, even empty,
+    replaces the default rules.
     """
-    _known(data, {"rule", "expect", "history", "blame", "verdict"}, "top level")
+    _known(
+        data, {"rule", "expect", "history", "blame", "verdict", "cohort"}, "top level"
+    )
     rules = DEFAULT_RULES.rules
     if "rule" in data:
         if not isinstance(data["rule"], list):
@@ -235,6 +260,7 @@ def rules_from_mapping(data: dict[str, Any]) -> Rules:
         history=_policy(data, "history", DEFAULT_RULES.history),
         blame=_policy(data, "blame", DEFAULT_RULES.blame),
         verdict=_verdict(data),
+        cohort=_cohort(data),
     )
 
 
@@ -256,6 +282,26 @@ def _verdict(data: dict[str, Any]) -> VerdictPolicy:
             f"{policy.good:g}"
         )
     return policy
+
+
+def _cohort(data: dict[str, Any]) -> CohortPolicy:
+    table = dict(_table(data, "cohort")) if "cohort" in data else {}
+    # The one switch among numbers: taken out before the numbers are read.
+    enabled = table.pop("enabled", DEFAULT_RULES.cohort.enabled)
+    if not isinstance(enabled, bool):
+        raise RulesError(f"[cohort] enabled: expected true or false, got {enabled!r}")
+    given = {"cohort": table} if "cohort" in data else {}
+    policy: CohortPolicy = _policy(given, "cohort", DEFAULT_RULES.cohort)
+    if policy.min_runs < MIN_COHORT:
+        raise RulesError(
+            f"[cohort] min_runs: must be at least {MIN_COHORT} (of two runs apart, "
+            f"neither tells which is slow), got {policy.min_runs}"
+        )
+    if policy.threshold >= 1:
+        raise RulesError(
+            f"[cohort] threshold: a fraction below 1, got {policy.threshold:g}"
+        )
+    return replace(policy, enabled=enabled)
 
 
 def _rule(item: Any, index: int) -> Rule:

@@ -222,6 +222,8 @@ _NOT_LOGS = {
     ".svg": "image",
     ".webp": "image",
     ".pdf": "PDF",
+    # A rules file kept beside the logs (examples/nightly-rules.toml).
+    ".toml": "TOML",
 }
 _COMPRESSED = (".gz", ".xz", ".zst")
 _MARKDOWN = (".md", ".markdown")
@@ -237,7 +239,8 @@ def not_a_log(path: Path, opened: Callable[[], Source] | None = None) -> str | N
     """Why a directory walk does not read the file ``path`` (a few words), or None;
     ``opened`` gives its content when it is not a local path (a remote object).
 
-    By extension: HTML, XML, Prometheus text, Parquet/Arrow tables, images, PDF.
+    By extension: HTML, XML, Prometheus text, Parquet/Arrow tables, images, PDF,
+    TOML (a rules file).
     By content: ncclparse's JSON outputs (``"format": "ncclparse-..."``), its CSV
     and JSON Lines tables (``source,run,...``), and Markdown holding no benchmark
     output (no parser recognises its first :data:`SNIFF_LINES` lines, as for any

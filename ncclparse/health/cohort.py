@@ -1,0 +1,203 @@
+"""Same-night cohort judgement: each run against the other runs of its shape.
+
+A shape is what makes two runs' bus bandwidths comparable: the series keys but the
+run (tool, collective, dtype, redop, root, placement, ranks, nodes) and the GPU
+name. Within one check, each run's busbw at the sizes where its shape is
+bandwidth-bound is compared with the median of the OTHER runs of its shape
+(leave-one-out: a slow run does not drag the median it is judged by); more than
+``threshold`` below it fails. Latency-bound sizes are not judged (history and the
+threshold rules judge time). A shape needs ``min_runs`` runs: of two runs apart,
+neither tells which one is slow. A whole shape slow together is not a cohort's to
+see: the verdict and history rules judge that.
+
+Pure: a small per-run, per-size summary in, cases out.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+
+from ncclparse.formatting import format_bytes, format_gbps
+from ncclparse.health.cases import Case, SizeMiss, context
+from ncclparse.health.outcomes import Outcome
+from ncclparse.health.rules import CohortPolicy
+
+__all__ = ["RULE", "cohort_cases"]
+
+RULE = "cohort"
+# A series key (SERIES_KEYS) -> its sizes: size_bytes, busbw_gbps (the median of
+# its rows) and regime (of its first row), as check's per-size summary holds them.
+Points = Mapping[tuple[Any, ...], Sequence[Mapping[str, Any]]]
+
+
+def cohort_cases(
+    points: Points,
+    runs: dict[tuple[str, int], dict[str, Any]],
+    policy: CohortPolicy,
+) -> list[Case]:
+    """One ``cohort`` case per series whose shape has another run tonight: pass,
+    fail (far below the others at a bandwidth-bound size) or skip (too few runs of
+    the shape, no bandwidth-bound size). A series alone in its shape gets none:
+    there is nothing to compare it with. Nothing when ``policy.enabled`` is off."""
+    if not policy.enabled:
+        return []
+    shapes: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
+    for key in points:
+        shapes.setdefault((*key[2:], _device(runs, key)), []).append(key)
+    cases = []
+    for members in shapes.values():
+        if len(members) < 2:
+            continue
+        busbw = {key: _bandwidth(points[key]) for key in members}
+        compared = _compare(busbw, _judged_sizes(points, members), policy.min_runs)
+        for key in members:
+            cases.append(_case(key, len(members), compared[key], runs, policy))
+    return cases
+
+
+def _device(runs: dict[tuple[str, int], dict[str, Any]], key: Any) -> str:
+    facts = runs.get((key[0], int(key[1])), {})
+    return ", ".join(dict.fromkeys(d for d in facts.get("devices") or () if d))
+
+
+def _bandwidth(points: Sequence[Mapping[str, Any]]) -> dict[int, float]:
+    return {
+        int(p["size_bytes"]): float(p["busbw_gbps"])
+        for p in points
+        if math.isfinite(p["busbw_gbps"])
+    }
+
+
+def _judged_sizes(points: Points, members: list[tuple[Any, ...]]) -> set[int]:
+    """The sizes most runs of the shape measured bandwidth-bound: the cohort
+    decides, so a slow run whose own rows look latency-bound is still judged."""
+    votes: dict[int, int] = {}
+    for key in members:
+        for p in points[key]:
+            if p["regime"] == "bandwidth-bound":
+                size = int(p["size_bytes"])
+                votes[size] = votes.get(size, 0) + 1
+    return {size for size, n in votes.items() if 2 * n > len(members)}
+
+
+# One judged size of one run: size, its busbw, the median of the others' and how
+# many others measured it.
+Compared = tuple[int, float, float, int]
+
+
+def _compare(
+    busbw: dict[tuple[Any, ...], dict[int, float]], judged: set[int], min_runs: int
+) -> dict[tuple[Any, ...], list[Compared]]:
+    """Per run of one shape, its judged sizes (largest first) measured by at least
+    ``min_runs`` runs, each against the median of the other runs' busbw there."""
+    found: dict[tuple[Any, ...], list[Compared]] = {key: [] for key in busbw}
+    for size in sorted(judged, reverse=True):
+        keys = [key for key in busbw if size in busbw[key]]
+        if len(keys) < min_runs:
+            continue
+        values = np.array([busbw[key][size] for key in keys])
+        medians = _others_median(values)
+        for key, value, median in zip(keys, values, medians, strict=True):
+            found[key].append((size, float(value), float(median), len(keys) - 1))
+    return found
+
+
+def _others_median(values: np.ndarray) -> np.ndarray:
+    """For each value, the median of all the others: from one sort (a median per
+    value took seconds for the 2,016 pairs of a 64-node pairwise sweep)."""
+    order = np.argsort(values, kind="stable")
+    ordered = values[order]
+    rank = np.empty(len(values), np.intp)
+    rank[order] = np.arange(len(values))
+    rest = len(values) - 1  # each value's others, in order: ordered without its rank
+
+    def at(index: int) -> np.ndarray:
+        # The others' index-th smallest: the sorted values shift past the rank.
+        return ordered[np.where(index < rank, index, index + 1)]
+
+    middle = rest // 2
+    if rest % 2:
+        return at(middle)
+    mean: np.ndarray = (at(middle - 1) + at(middle)) / 2
+    return mean
+
+
+def _case(
+    key: tuple[Any, ...],
+    runs_of_shape: int,
+    compared: list[Compared],
+    runs: dict[tuple[str, int], dict[str, Any]],
+    policy: CohortPolicy,
+) -> Case:
+    ctx = context(key, runs)
+    device = _device(runs, key)
+    head = f"{ctx['where']}: {ctx['label']}" + (f" ({device})" if device else "")
+    name = f"{ctx['label']} [{ctx['source']}#{ctx['run']}]"
+    common = {k: ctx[k] for k in ("source", "run", "hosts", "collective")}
+    if runs_of_shape < policy.min_runs:
+        message = (
+            f"{head}: not compared: {runs_of_shape} runs of its shape tonight, a "
+            f"cohort needs {policy.min_runs} (of two runs apart, neither tells "
+            "which is slow)"
+        )
+        return Case(RULE, name, "SKIP", message, **common)
+    findings, counts, worst = [], {}, (0.0, 0)
+    for size, value, median, others in compared:
+        counts[size] = others
+        drop = 1 - value / median if median > 0 else 0.0
+        worst = max(worst, (drop, size))
+        if drop > policy.threshold:
+            limit = median * (1 - policy.threshold)
+            findings.append(SizeMiss(size, "busbw_gbps", value, limit, median))
+    checked = len(compared)
+    stated = f"limit {policy.threshold:.0%}"
+    if not checked:
+        message = (
+            f"{head}: no bandwidth-bound size measured by it and "
+            f"{_others(runs_of_shape - 1)} (the cohort rule judges bus bandwidth only)"
+        )
+        return Case(RULE, name, "SKIP", message, **common)
+    outcome: Outcome = "FAIL" if findings else "OK"
+    if findings:
+        first = findings[0]  # the largest size: bandwidth-bound for sure
+        assert first.baseline is not None
+        text = (
+            f"bus bandwidth {format_gbps(first.value)} at "
+            f"{format_bytes(first.size_bytes)} is "
+            f"{1 - first.value / first.baseline:.1%} below the median of "
+            f"{_others(counts[first.size_bytes])} "
+            f"({format_gbps(first.baseline)}; {stated})"
+        )
+        if len(findings) > 1:
+            text += f"; {len(findings) - 1} more size{'s' if len(findings) > 2 else ''}"
+            text += f" down to {format_bytes(findings[-1].size_bytes)}"
+    else:
+        drop, size = worst
+        largest = (
+            f"largest drop {drop:.1%} at {format_bytes(size)}"
+            if drop > 0
+            else "at or above it at every size"
+        )
+        text = (
+            f"bus bandwidth within {policy.threshold:.0%} of the median of "
+            f"{_others(runs_of_shape - 1)} "
+            f"at {checked} bandwidth-bound size{'s' if checked > 1 else ''} "
+            f"({largest})"
+        )
+    return Case(
+        RULE,
+        name,
+        outcome,
+        f"{head}: {text}",
+        checked=checked,
+        findings=tuple(findings),
+        **common,
+    )
+
+
+def _others(count: int) -> str:
+    return f"the {count} other run{'s' if count > 1 else ''} of its shape tonight"
