@@ -74,7 +74,7 @@ class CompareRow:
 @dataclass(frozen=True, slots=True)
 class RunChange:
     """One aligned run's worst size in one series: its identity, the size, the
-    run's median times (µs) on each side and its bus bandwidth change."""
+    run's median times (µs) on each side, its bus bandwidth change and verdict."""
 
     run: str
     series: str
@@ -82,6 +82,7 @@ class RunChange:
     baseline_time_us: float
     candidate_time_us: float
     change: float
+    verdict: str  # regression | improvement | same
 
 
 @dataclass(frozen=True, slots=True)
@@ -98,8 +99,8 @@ class Comparison:
     """Every aligned size, the sizes only one side has, and the overall verdict.
 
     ``geomean_change`` is the geometric mean bandwidth change over aligned sizes
-    (of the medians). ``regressed_runs``: each aligned run and series whose worst
-    size regressed beyond ``threshold``, worst first; ``missing_runs`` and
+    (of the medians). ``runs``: each aligned run and series at its worst size,
+    worst first (:attr:`regressed_runs`: those that regressed); ``missing_runs`` and
     ``new_runs``: "identity: series" of the runs only the baseline, or only the
     candidate, has (a missing run is a lost measurement).
     """
@@ -112,9 +113,14 @@ class Comparison:
     geomean_change: float | None
     baseline: Side = field(default_factory=lambda: Side("baseline"))
     candidate: Side = field(default_factory=lambda: Side("candidate"))
-    regressed_runs: tuple[RunChange, ...] = ()
+    runs: tuple[RunChange, ...] = ()
     missing_runs: tuple[str, ...] = ()
     new_runs: tuple[str, ...] = ()
+
+    @property
+    def regressed_runs(self) -> tuple[RunChange, ...]:
+        """The aligned runs whose worst size regressed, worst first."""
+        return tuple(r for r in self.runs if r.verdict == "regression")
 
 
 def compare(
@@ -163,13 +169,9 @@ def compare(
                 baseline_time_us=float(b),
                 candidate_time_us=float(c),
                 change=float(x),
-                verdict=(
-                    "regression"
-                    if low < -threshold
-                    else "improvement"
-                    if x > threshold
-                    else "same"
-                ),
+                verdict="regression"
+                if low < -threshold
+                else _verdict(float(x), threshold),
                 baseline_busbw_gbps=_busbw(key, float(b)),
                 candidate_busbw_gbps=_busbw(key, float(c)),
                 worst_run=run,
@@ -194,7 +196,7 @@ def compare(
         geomean_change=geomean,
         baseline=baseline_side or Side("baseline", describe(baseline)),
         candidate=candidate_side or Side("candidate", describe(candidate)),
-        regressed_runs=_regressed(runs, threshold),
+        runs=_worst_sizes(runs, threshold),
         missing_runs=_one_side_only(base_runs, cand_runs),
         new_runs=_one_side_only(cand_runs, base_runs),
     )
@@ -299,12 +301,12 @@ def _aligned_runs(base: pd.DataFrame, cand: pd.DataFrame) -> pd.DataFrame:
     return runs.reset_index(drop=True)
 
 
-def _regressed(runs: pd.DataFrame, threshold: float) -> tuple[RunChange, ...]:
-    """Each aligned run and series whose worst size regressed, worst first."""
-    bad = runs[runs["change"] < -threshold]
-    if bad.empty:
+def _worst_sizes(runs: pd.DataFrame, threshold: float) -> tuple[RunChange, ...]:
+    """Each aligned run and series at its worst size, worst first; its verdict is
+    that size's (an improvement only when no size regressed)."""
+    if runs.empty:
         return ()
-    worst = bad.loc[bad.groupby([*SHAPE_KEYS, IDENTITY])["change"].idxmin()]
+    worst = runs.loc[runs.groupby([*SHAPE_KEYS, IDENTITY])["change"].idxmin()]
     worst = worst.sort_values(["change", IDENTITY], kind="stable")
     return tuple(
         RunChange(
@@ -314,9 +316,16 @@ def _regressed(runs: pd.DataFrame, threshold: float) -> tuple[RunChange, ...]:
             baseline_time_us=float(r["time_us_b"]),
             candidate_time_us=float(r["time_us_c"]),
             change=float(r["change"]),
+            verdict=_verdict(float(r["change"]), threshold),
         )
         for r in worst.to_dict("records")
     )
+
+
+def _verdict(change: float, threshold: float) -> str:
+    if change < -threshold:
+        return "regression"
+    return "improvement" if change > threshold else "same"
 
 
 def _one_side_only(side: pd.DataFrame, other: pd.DataFrame) -> tuple[str, ...]:

@@ -94,6 +94,7 @@ def comparison_html(comparison: Comparison) -> str:
             change=change_cell,
             runs=run_lines(comparison),
             threshold=format_threshold(comparison.threshold),
+            several_runs=_several_runs(comparison),
             time=time_cell,
         )
     )
@@ -173,13 +174,21 @@ def change_cell(change: float) -> str:
 
 
 def run_lines(comparison: Comparison) -> list[tuple[str, list[str]]]:
-    """The runs worth a line of their own, by title: those that regressed (each
-    one's worst size), those the candidate lacks and those only it has."""
-    regressed = [run_change_text(r) for r in comparison.regressed_runs]
+    """The runs, a line each, by title: every aligned run at its worst size with its
+    verdict, worst first (when there are several: one run a side is the table's),
+    those the candidate lacks and those only it has."""
+    aligned = (
+        [f"{run_change_text(r)}: {r.verdict}" for r in comparison.runs]
+        if _several_runs(comparison)
+        else []
+    )
     return [
         (title, items)
         for title, items in (
-            ("regressed runs", regressed),
+            (
+                "runs, each at its worst size (aligned by host set, else log file)",
+                aligned,
+            ),
             (
                 "missing runs (in the baseline, not in the candidate: a lost "
                 "measurement)",
@@ -224,12 +233,17 @@ def _headline(comparison: Comparison) -> str:
     head = f"{comparison.verdict} (threshold {format_threshold(comparison.threshold)}"
     if comparison.geomean_change is not None:
         head += f", geometric mean busbw change {comparison.geomean_change:+.1%}"
-    if comparison.regressed_runs:
+    if comparison.regressed_runs and _several_runs(comparison):
         worst = comparison.regressed_runs[0]
         head += f", worst run {worst.run} {worst.change:+.1%}"
     if comparison.missing_runs:
         head += f", {len(comparison.missing_runs)} run(s) missing"
     return head + ")"
+
+
+def _several_runs(comparison: Comparison) -> bool:
+    """More than one run identity was aligned: the worst run is worth naming."""
+    return len({r.run for r in comparison.runs}) > 1
 
 
 def _sides(comparison: Comparison) -> list[tuple[str, str]]:
