@@ -17,9 +17,10 @@ would have judged had it run that night against the nights before it:
   bandwidth-bound size's busbw;
 * the same is done per run identity (the run's host set,
   :func:`~ncclparse.inputs.sides.run_identity`: a nightly's host pair), each
-  compared with its own past: one slow pair of three does not move the median, so
-  the night is flagged too when any identity's value (the median of its runs that
-  night) is below its own band. Each point names its *worst run*: the identity
+  compared with its own past (with the series' while it has fewer than
+  ``policy.min_runs`` runs of its own): one slow pair of three does not move the
+  median, so the night is flagged too when any identity's value (the median of its
+  runs that night) is below its own band. Each point names its *worst run*: the identity
   furthest below its own band (or baseline median, when none is below), with its
   value, baseline median and lower limit.
 
@@ -327,7 +328,7 @@ class _Replay:
             base = self._baseline(window, oldest_day)
             night_value = float(np.median(value[segment]))
             worst = self._worst_run(
-                shape, size_bytes, segment, value, identity, oldest_day
+                (shape, size_bytes), segment, value, identity, (oldest_day, base)
             )
             self.rows.append(
                 (
@@ -361,25 +362,27 @@ class _Replay:
 
     def _worst_run(
         self,
-        shape: tuple[str, ...],
-        size_bytes: int,
+        at: tuple[tuple[str, ...], int],
         segment: npt.NDArray[np.int64],
         value: npt.NDArray[np.float64],
         identity: list[str],
-        oldest_day: int | None,
+        baseline: tuple[int | None, tuple[int, float, float, float, float]],
     ) -> tuple[str, float, float, float]:
-        """The night's worst run identity of one series and size, judged against
-        its own window: (identity, its value, its baseline median, its lower
-        limit); ("", NaN, NaN, NaN) when no identity has a baseline."""
+        """The night's worst run identity of one series and size (``at``): each
+        judged against its own window, or the series' (``baseline``: the window's
+        oldest day and the series' baseline) while its own holds fewer than
+        ``policy.min_runs`` runs. (identity, its value, the median and lower limit
+        it was judged by); ("", NaN, NaN, NaN) when no baseline judges any."""
+        oldest_day, series = baseline
         by_identity: dict[str, list[float]] = {}
         for i in segment.tolist():
             by_identity.setdefault(identity[i], []).append(float(value[i]))
         judged = []
         for name, values in by_identity.items():
-            own = self.run_windows.get((shape, size_bytes, name))
-            if own is None:
-                continue
+            own = self.run_windows.get((*at, name), _Window())
             _, median, _, lower, _ = self._baseline(own, oldest_day)
+            if math.isnan(median):  # too few runs of its own: the series' past
+                _, median, _, lower, _ = series
             if not math.isnan(median):
                 judged.append((name, float(np.median(values)), median, lower))
         if not judged:
