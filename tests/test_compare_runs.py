@@ -12,6 +12,7 @@ match size and time, so sizes below stay as they are.
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable
 from pathlib import Path
@@ -194,6 +195,10 @@ def test_two_single_logs_are_compared_as_before(nights: tuple[Path, Path]) -> No
     assert not any(line.startswith("runs, each at") for line in text)
 
 
+def _seed(night: int, pair: int) -> int:
+    return 10 * night + pair
+
+
 def _history(root: Path) -> Path:
     """Four nights of the three pairs ingested by date, the bad pair slow on the
     fourth; jitter per pair and night."""
@@ -202,7 +207,7 @@ def _history(root: Path) -> Path:
         logs = _night(
             root / f"night{night}",
             BAD if night == 4 else None,
-            seed=lambda pair, night=night: 10 * night + pair,
+            seed=functools.partial(_seed, night),
         )
         done = CliRunner().invoke(
             cli,

@@ -313,9 +313,17 @@ class _Replay:
         run_pair = pair[starts]
         run_rank = name_rank[key_code[starts]]
         run_number = run[starts]
-        # A run's hosts are the same on each of its rows: its first row's.
-        hosts = table["hosts"].take(pa.array(row[starts])).to_pylist()
-        identity = [run_identity(h) for h in hosts]
+        # A run's hosts are the same on each of its rows: its first row's, read
+        # once per run (not per size it has).
+        _, first, which = np.unique(
+            np.stack([key_code[starts], run_number]),
+            axis=1,
+            return_index=True,
+            return_inverse=True,
+        )
+        hosts = table["hosts"].take(pa.array(row[starts][first])).to_pylist()
+        names = [run_identity(h) for h in hosts]
+        identity = [names[i] for i in which.ravel().tolist()]
         day = _day(date)
         oldest = window_start(self.policy, dt.date.fromisoformat(date))
         oldest_day = _day(oldest) if oldest is not None else None
