@@ -26,6 +26,7 @@ from ncclparse.inputs.sides import load_side, run_identity
 from ncclparse.report.comparison import render_comparison
 from ncclparse.report.trend import trend_of
 from tests import _derive as derive
+from tests.test_memory import long_run, peak_rss_mb
 
 HOSTS = ("node01", "node02", "node03")
 PAIRS = [(a, b) for i, a in enumerate(HOSTS) for b in HOSTS[i + 1 :]]
@@ -295,3 +296,21 @@ def test_a_malformed_tag_is_one_usage_error(command: list[str]) -> None:
     assert "Invalid value for '--tag': 'cluster' is not KEY=VALUE" in done.stderr
     help_text = CliRunner().invoke(cli, [command[0], "--help"]).stdout
     assert "--tag KEY=VALUE" in help_text
+
+
+@pytest.mark.slow
+def test_compare_memory_does_not_grow_with_rows(tmp_path: Path) -> None:
+    """One run of 300,000 and of 1.2 M rows (a repeated sweep, nccl-tests -N): the
+    repeats of a point are merged as they are read, so the peak is the points'."""
+    peaks = []
+    for lines in (150_000, 600_000):
+        path = tmp_path / f"run{lines}.log"
+        path.write_text(long_run(lines))
+        code = (
+            "from ncclparse.cli.app import cli\n"
+            f"cli(['compare', {str(path)!r}, {str(path)!r}, '-j', '1'], "
+            "standalone_mode=False)\n"
+        )
+        peaks.append(peak_rss_mb(code))
+    # Held as rows, 900,000 more would be ~700 MB more (2.2 GB for 1.98 M rows).
+    assert peaks[1] - peaks[0] < 60, peaks
