@@ -249,6 +249,15 @@ def test_trend_flags_the_slow_pair_on_its_night(tmp_path: Path) -> None:
     assert page.count("<td>node01_node03</td>") == 6
     done = CliRunner().invoke(cli, [*args, "-q"])
     assert (done.exit_code, done.stderr) == (0, "")
+    # compare reads the history's runs by their hosts too: every night against
+    # the fourth, the slow pair alone regressed.
+    found = compare(load_side(str(history)), load_side(str(tmp_path / "night4")))
+    assert {(r.run, r.verdict) for r in found.runs} == {
+        ("node01_node02", "same"),
+        ("node01_node03", "regression"),
+        ("node02_node03", "same"),
+    }
+    assert found.missing_runs == found.new_runs == ()
 
 
 def test_threshold_takes_a_fraction_or_a_percent_and_prints_percent(

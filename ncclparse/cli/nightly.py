@@ -678,11 +678,11 @@ def compare(
     history directory (all of it: every night, every tag). The output names both
     sides and what was read of each; per size it gives each side's median bus
     bandwidth (GB/s) and time (µs), the bus bandwidth change (%), and the worst of
-    the runs aligned by host set (else by log file) with its change; then the
-    regressed, missing and new runs.
+    the runs aligned by host set (else by log file) with its change; then each
+    aligned run at its worst size, and the missing and new runs.
 
-    Exit status: 0 compared; 2 usage; 3 with --fail-on-regression, a regression or
-    a missing run (named on stderr).
+    Exit status: 0 compared; 1 an input cannot be read; 2 usage; 3 with
+    --fail-on-regression, a regression or a missing run (named on stderr).
     """
     from ncclparse.health.compare import compare as run_compare
     from ncclparse.inputs.sides import load_side

@@ -14,9 +14,13 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
+from ncclparse import schema
+from ncclparse._arrow import distinct_rows, key_codes
 from ncclparse.inputs.points import ANALYZE_LIMITS, PointTable
 from ncclparse.inputs.walk import Filters, read_side
 
@@ -41,19 +45,11 @@ def load_side(path: str, filters: Filters | None = None, *, jobs: int = 1) -> pa
     points = PointTable(ANALYZE_LIMITS)
     table, runs = read_side(path, filters, jobs=jobs, on_batch=points.add)
     if runs is None:  # a table or a history: already in memory
-        hosts = (
-            table["hosts"].to_pylist()
-            if "hosts" in table.column_names
-            else [None] * table.num_rows
+        names = _identities(table) if "hosts" in table.column_names else None
+        table = table.select(list(schema.MEASUREMENT_COLUMNS))
+        return table.append_column(
+            IDENTITY, table["source"] if names is None else names
         )
-        names = [
-            run_identity(h) or source
-            for h, source in zip(hosts, table["source"].to_pylist(), strict=True)
-        ]
-        table = table.select(
-            [c for c in table.column_names if c not in ("hosts", IDENTITY)]
-        )
-        return table.append_column(IDENTITY, pa.array(names, pa.string()))
     table = points.table()
     root = path if os.path.isdir(path) else os.path.dirname(path)
     identity = {
@@ -65,13 +61,33 @@ def load_side(path: str, filters: Filters | None = None, *, jobs: int = 1) -> pa
             strict=True,
         )
     }
-    names = [
+    named = [
         identity.get((source, run), source)
         for source, run in zip(
             table["source"].to_pylist(), table["run"].to_pylist(), strict=True
         )
     ]
-    return table.append_column(IDENTITY, pa.array(names, pa.string()))
+    return table.append_column(IDENTITY, pa.array(named, pa.string()))
+
+
+def _identities(table: pa.Table) -> pa.DictionaryArray[Any, Any]:
+    """Each row's run identity, worked out once per run (``ingest_key`` and
+    ``run``: a history's rows carry their run's hosts): its hosts, else its
+    source."""
+    first, run_of = distinct_rows([key_codes(table[k]) for k in ("ingest_key", "run")])
+    names = [
+        run_identity(hosts) or str(source)
+        for hosts, source in zip(
+            table["hosts"].take(first).to_pylist(),
+            table["source"].take(first).to_pylist(),
+            strict=True,
+        )
+    ]
+    distinct, code = np.unique(np.asarray(names, dtype=object), return_inverse=True)
+    return pa.DictionaryArray.from_arrays(
+        pa.array(code.ravel()[run_of], pa.int32()),
+        pa.array(distinct.tolist(), pa.string()),
+    )
 
 
 def _relative(source: str, root: str) -> str:

@@ -664,15 +664,15 @@ def read_side(
 ) -> tuple[pa.Table, pa.Table | None]:
     """As :func:`load_measurements`, with what names each run: ``(table, runs)``.
     A table or a history: ``runs`` is None and a history's rows keep their
-    ``hosts`` column. Logs: ``runs`` is their ``runs`` table, and their rows go to
-    ``on_batch`` when given (the table is then empty)."""
+    ``hosts`` and ``ingest_key`` columns. Logs: ``runs`` is their ``runs`` table,
+    and their rows go to ``on_batch`` when given (the table is then empty)."""
     # Imported here: this module is on every command's start-up path.
     from ncclparse.inputs.parsing import parse_sources
     from ncclparse.store.history import read_history
     from ncclparse.store.locations import is_uri, location
     from ncclparse.store.tables import read_table
 
-    kept = [*schema.MEASUREMENT_COLUMNS, "hosts"]
+    kept = [*schema.MEASUREMENT_COLUMNS, "hosts", "ingest_key"]
     candidate = Path(path)
     if is_uri(path):
         where = location(path)  # an object store: a history prefix, or logs
