@@ -19,6 +19,7 @@ __all__ = [
     "format_count",
     "format_gbps",
     "format_percent",
+    "format_threshold",
     "format_time_us",
     "markdown_escape",
     "series_label",
@@ -105,6 +106,12 @@ def format_percent(fraction: float | None, digits: int = 1) -> str:
     if 0 < pct < floor:
         return f"<{floor:.{digits}f} %"
     return f"{pct:.{digits}f} %"
+
+
+def format_threshold(fraction: float) -> str:
+    """A threshold as every command prints it: percent, no space before "%" and no
+    more decimals than it has ("5%", "2.5%"), as ``--threshold 5%`` takes it."""
+    return f"{fraction * 100:.6g}%"
 
 
 def format_count(value: float | None) -> str:

@@ -478,7 +478,7 @@ def test_ingest_twice_changes_nothing(runner: CliRunner, tmp_path: Path) -> None
     ("args", "message"),
     [
         (["--rules", "nope.toml"], "cannot read rules"),
-        (["--tag", "cluster"], "'cluster' is not key=value"),
+        (["--tag", "cluster"], "'cluster' is not KEY=VALUE"),
         (["--profile", "no-such-gpu"], "no-such-gpu"),
         (["--history", "no-such-dir"],
          "Error: no-such-dir: history directory not found (on the first night, before "

@@ -78,7 +78,8 @@ def test_json_names_the_sides_and_busbw() -> None:
     document = json.loads(render_comparison(found, "json"))
     assert set(document) == {"format", "version", "rows", "only_baseline",
                              "only_candidate", "threshold", "verdict",
-                             "geomean_change", "baseline", "candidate"}  # fmt: skip
+                             "geomean_change", "baseline", "candidate", "runs",
+                             "missing_runs", "new_runs"}  # fmt: skip
     assert document["baseline"] == {
         "name": "baseline",
         "about": "1 run: run 0 of x.log",

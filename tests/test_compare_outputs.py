@@ -26,14 +26,26 @@ from ncclparse.report.comparison_chart import comparison_chart
 from tests import _derive as derive
 
 GIB = 2**30
-TEXT_HEADER = (
-    "series                                                   size     "
-    "baseline busbw (GB/s)  candidate busbw (GB/s)  busbw change (%)  "
-    "baseline time (us)  candidate time (us)  verdict"
-)
+# The worst run column is as wide as its widest name: two single logs' runs are
+# "base.log vs cand.log" (20 characters); the real log's hosts are 27.
+PAIRED = "base.log vs cand.log"
+HOSTS = "ztan-mig-235z_ztan-mig-gq73"
+
+
+def _text_header(worst: str) -> str:
+    return (
+        "series                                                   size     "
+        "baseline busbw (GB/s)  candidate busbw (GB/s)  busbw change (%)  "
+        f"baseline time (us)  candidate time (us)  {'worst run'.ljust(len(worst))}  "
+        "worst run change (%)  verdict"
+    )
+
+
+TEXT_HEADER = _text_header(PAIRED)
 MD_HEADER = (
     "| series | size | baseline busbw (GB/s) | candidate busbw (GB/s) | "
-    "busbw change (%) | baseline time (us) | candidate time (us) | verdict |"
+    "busbw change (%) | baseline time (us) | candidate time (us) | worst run | "
+    "worst run change (%) | verdict |"
 )
 
 
@@ -73,10 +85,13 @@ def test_text_has_named_sides_and_headed_columns() -> None:
     gib = [line for line in lines if "  1 GiB  " in line]
     # busbw under the busbw headers: size x 2(n-1)/n / median time, the log's 298.82
     # and 297.86 GB/s, then / 1.25; the change in %; times in us under their headers.
-    assert [line.split()[-7:] for line in gib] == [
-        ["GiB", "298.82", "239.05", "-20.0", "6737.40", "8421.80", "regression"],
-        ["GiB", "297.86", "238.29", "-20.0", "6759.00", "8448.80", "regression"],
-    ]
+    # The one run of each side is the worst run, with the same change.
+    assert [line.split()[-11:] for line in gib] == [
+        ["GiB", "298.82", "239.05", "-20.0", "6737.40", "8421.80", *PAIRED.split(),
+         "-20.0", "regression"],
+        ["GiB", "297.86", "238.29", "-20.0", "6759.00", "8448.80", *PAIRED.split(),
+         "-20.0", "regression"],
+    ]  # fmt: skip
     # Each value ends under the end of its (right-aligned) header.
     end = TEXT_HEADER.index("candidate busbw (GB/s)") + len("candidate busbw (GB/s)")
     assert gib[0][:end].endswith("239.05")
@@ -93,11 +108,12 @@ def test_markdown_is_a_headed_table() -> None:
         "- **candidate**: `tonight` (1 run: run 0)",
         "",
         MD_HEADER,
-        "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- |",
+        "| --- | --- | ---: | ---: | ---: | ---: | ---: | --- | ---: | --- |",
     ]
     assert (
         "| all\\_reduce float32 sum in-place 16 ranks on 2 nodes | 1 GiB | 298.82 | "
-        "239.05 | -20.0 | 6737.40 | 8421.80 | regression |"
+        "239.05 | -20.0 | 6737.40 | 8421.80 | base.log vs cand.log | -20.0 | "
+        "regression |"
     ) in lines
 
 
@@ -192,8 +208,8 @@ def test_cli_text_names_sides_by_option(
     [candidate] = [line for line in lines if line.startswith("candidate: ")]
     assert candidate == "candidate: tonight (1 run: run 0 of candidate.log)"
     # The sides, then, after a blank line, the table.
-    assert lines.count(TEXT_HEADER) == 1
-    at = lines.index(TEXT_HEADER)
+    assert lines.count(_text_header(HOSTS)) == 1
+    at = lines.index(_text_header(HOSTS))
     assert lines[at - 3 : at] == [baseline, candidate, ""]
 
 

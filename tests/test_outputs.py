@@ -225,7 +225,7 @@ def test_comparison_renderings() -> None:
     [series] = [line for line in text if line.startswith("all_reduce float32 sum ")]
     assert series.split() == [
         "all_reduce", "float32", "sum", "1", "GiB", "-", "-", "-20.0", "100.00",
-        "125.00", "regression",
+        "125.00", "-", "-", "regression",
     ]  # fmt: skip
     [only] = [line for line in text if line.startswith("only in the baseline: ")]
     assert only == "only in the baseline: x 8 B"
@@ -236,7 +236,7 @@ def test_comparison_renderings() -> None:
     ]
     assert md_series == (
         "| all\\_reduce float32 sum | 1 GiB | - | - | -20.0 | 100.00 | 125.00 "
-        "| regression |"
+        "| - | - | regression |"
     )
     assert json.loads(render_comparison(found, "json"))["verdict"] == "regression"
     with pytest.raises(ValueError, match="unknown format 'markdown'"):

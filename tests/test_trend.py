@@ -222,12 +222,16 @@ def test_the_page_has_a_chart_per_series_and_the_flagged_nights(
     median = statistics.median(earlier)
     mad = statistics.median(abs(v - median) for v in earlier)
     limit = median - max(4.0 * 1.4826 * mad, 0.05 * median)
-    cells = (
+    busbw = (
         f'<td class="num">{format_gbps(value)}<br><span class="muted">'
         f"{(value / median - 1) * 100:+.1f} %</span></td>\n"
-        f'<td class="num">{format_gbps(median)}<br><span class="muted">'
-        f"{format_gbps(limit)}</span></td></tr>"
     )
+    band = (
+        f'<td class="num">{format_gbps(median)}<br><span class="muted">'
+        f"{format_gbps(limit)}</span></td>"
+    )
+    # One run a night, so its own past is the series': the same figures, named.
+    cells = f"{busbw}{band}\n<td>ztan-mig-235z_ztan-mig-gq73</td>\n{busbw}{band}\n</tr>"
     assert cells in page
     assert "224.9 GB/s" in cells
 

@@ -32,7 +32,8 @@ from ncclparse.cli.options import (
     inputs_or_stdin,
     load_rules,
     parse_inputs,
-    parse_tags,
+    tag_option,
+    threshold_option,
 )
 
 if TYPE_CHECKING:
@@ -41,7 +42,9 @@ if TYPE_CHECKING:
 
 EXIT_CHECK_FAILED = 1  # check: a case failed (bad inputs too), or an internal error
 # 2: usage or configuration, click's status for a UsageError (check raises those late)
-EXIT_REGRESSION = 3  # compare --fail-on-regression: a size regressed
+# compare --fail-on-regression: a size or an aligned run regressed, or a run of the
+# baseline is missing from the candidate (a lost measurement is no pass)
+EXIT_REGRESSION = 3
 
 
 class _OutputError(Exception):
@@ -101,12 +104,9 @@ def _job_option(ctx: click.Context, param: click.Parameter, value: str) -> str:
     return value
 
 
-_TAG = click.option(
-    "--tag",
-    "tags",
-    multiple=True,
-    callback=parse_tags,
-    help="key=value (repeatable), e.g. cluster=a. check: history rows must have them.",
+_TAG = tag_option(
+    "Repeatable, e.g. cluster=a. ingest: stored with the runs; check: the history "
+    "runs of the baseline must have them."
 )
 
 
@@ -646,19 +646,19 @@ _COMPARE_SUFFIXES = {".json": "json", ".md": "md", ".html": "html", ".htm": "htm
     metavar="TEXT",
     help="What to call the candidate. Default: CANDIDATE as given.",
 )
-@click.option(
-    "--threshold",
-    type=click.FloatRange(0, 1, min_open=True),
-    default=0.05,
-    show_default=True,
-    help="Relative busbw change that counts as a change.",
+@threshold_option(
+    0.05,
+    "Bus bandwidth change that counts as a change, of the median or of any aligned "
+    "run: a fraction (0.05) or a percent (5%).",
 )
 @click.option(
     "--fail-on-regression",
     is_flag=True,
-    help=f"Exit with status {EXIT_REGRESSION} when a size regressed.",
+    help=f"Exit with status {EXIT_REGRESSION} when a size or an aligned run "
+    "regressed, or a baseline run is missing from the candidate.",
 )
 @JOBS
+@QUIET
 def compare(
     baseline: str,
     candidate: str,
@@ -669,20 +669,27 @@ def compare(
     threshold: float,
     fail_on_regression: bool,
     jobs: int,
+    quiet: bool,
 ) -> None:
-    """Compare BASELINE with CANDIDATE size by size and give a verdict.
+    """Compare BASELINE with CANDIDATE size by size and run by run, and give a
+    verdict.
 
     Each is a log file or directory of logs, a Parquet/Arrow measurements table, or a
     history directory (all of it: every night, every tag). The output names both
     sides and what was read of each; per size it gives each side's median bus
-    bandwidth (GB/s) and time (µs) and the bus bandwidth change (%).
+    bandwidth (GB/s) and time (µs), the bus bandwidth change (%), and the worst of
+    the runs aligned by host set (else by log file) with its change; then each
+    aligned run at its worst size, and the missing and new runs.
+
+    Exit status: 0 compared; 1 an input cannot be read; 2 usage; 3 with
+    --fail-on-regression, a regression or a missing run (named on stderr).
     """
     from ncclparse.health.compare import compare as run_compare
-    from ncclparse.inputs.walk import load_measurements
+    from ncclparse.inputs.sides import load_side
     from ncclparse.store.atomic import atomic_output
 
-    base_table = load_measurements(baseline, jobs=jobs)
-    cand_table = load_measurements(candidate, jobs=jobs)
+    base_table = load_side(baseline, jobs=jobs)
+    cand_table = load_side(candidate, jobs=jobs)
     found = run_compare(
         base_table,
         cand_table,
@@ -690,7 +697,11 @@ def compare(
         baseline_side=_compare_side(baseline, baseline_name, base_table),
         candidate_side=_compare_side(candidate, candidate_name, cand_table),
     )
-    from ncclparse.report.comparison import render_comparison
+    from ncclparse.report.comparison import (
+        render_comparison,
+        run_change_text,
+        verdict_line,
+    )
 
     text = render_comparison(found, _compare_format(output, fmt))
     if output is None:
@@ -698,7 +709,14 @@ def compare(
     else:
         with atomic_output(output, binary=False) as handle:
             handle.write(text)
-    if fail_on_regression and found.verdict == "regression":
+        if not quiet:
+            click.echo(f"{output}: {verdict_line(found)}", err=True)
+    failed = found.verdict == "regression" or bool(found.missing_runs)
+    if fail_on_regression and failed:
+        for change in found.regressed_runs:
+            click.echo(f"Regressed: {run_change_text(change)}", err=True)
+        for missing in found.missing_runs:
+            click.echo(f"Missing from the candidate: {missing}", err=True)
         sys.exit(EXIT_REGRESSION)
 
 

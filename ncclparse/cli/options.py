@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import math
 import shlex
 import sys
 from collections import Counter
@@ -30,7 +31,11 @@ OUTPUT_FILE = click.Path(dir_okay=False, path_type=Path)
 # The option bundles every command that reads logs shares.
 INPUTS = click.argument("inputs", nargs=-1, type=str)
 QUIET = click.option(
-    "-q", "--quiet", is_flag=True, help="No per-input summary on stderr."
+    "-q",
+    "--quiet",
+    is_flag=True,
+    help="No per-input summary on stderr (compare, trend: no summary of what was "
+    "written); errors still show.",
 )
 # Worker processes for many files by default: one per CPU, up to this many (each
 # holds its own parse, ~100 MB at most).
@@ -400,14 +405,63 @@ def write_text(text: str, output: Path | None, *, default: Path) -> None:
 def parse_tags(
     ctx: click.Context, param: click.Parameter, value: tuple[str, ...]
 ) -> dict[str, str]:
-    """``--tag key=value`` items as a dict (``check``, ``ingest``, ``trend``)."""
+    """``--tag KEY=VALUE`` items as a dict; a malformed one is a usage error (exit
+    2) with one message for every command."""
     tags = {}
     for item in value:
         key, sep, text = item.partition("=")
         if not sep or not key.strip():
-            raise click.BadParameter(f"{item!r} is not key=value", ctx, param)
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", ctx, param)
         tags[key.strip()] = text.strip()
     return tags
+
+
+def tag_option(help: str) -> Callable[..., Any]:
+    """``--tag KEY=VALUE`` (repeatable), passed as ``tags`` (a dict): the one
+    declaration of ``check``, ``ingest`` and ``trend``."""
+    return click.option(
+        "--tag",
+        "tags",
+        multiple=True,
+        callback=parse_tags,
+        metavar="KEY=VALUE",
+        help=help,
+    )
+
+
+def _threshold(ctx: Any, param: Any, value: str | float) -> float:
+    """``--threshold``: a fraction (0.05) or a percent with its sign (5%), above 0
+    and below 100 %. A bare number of 1 or more is refused, not guessed."""
+    text = str(value).strip()
+    percent = text.endswith("%")
+    try:
+        number = float(text.removesuffix("%").strip())
+    except ValueError:
+        number = math.nan
+    fraction = number / 100 if percent else number
+    if not 0 < fraction < 1:  # NaN fails too
+        hint = "" if percent or not 1 <= number < 100 else f" (for percent: {text}%)"
+        raise click.BadParameter(
+            f"{text!r} is not a fraction between 0 and 1 (0.05) nor a percent "
+            f"between 0% and 100% (5%){hint}",
+            ctx,
+            param,
+        )
+    return fraction
+
+
+def threshold_option(default: float, help: str) -> Callable[..., Any]:
+    """``--threshold`` as a fraction or a percent (see :func:`_threshold`)."""
+    from ncclparse.formatting import format_threshold
+
+    return click.option(
+        "--threshold",
+        default=format_threshold(default),
+        show_default=True,
+        callback=_threshold,
+        metavar="FRACTION|PERCENT%",
+        help=help,
+    )
 
 
 def load_rules(path: Path | None) -> Any:

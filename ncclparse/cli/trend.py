@@ -16,10 +16,11 @@ import click
 
 from ncclparse.cli.options import (
     EXIT_INFRASTRUCTURE,
+    QUIET,
     command_line,
     history_option,
     load_rules,
-    parse_tags,
+    tag_option,
 )
 
 EXIT_NOTHING_TO_DRAW = 1
@@ -31,14 +32,7 @@ EXIT_NOTHING_TO_DRAW = 1
     "abfs://, file://).",
     required=True,
 )
-@click.option(
-    "--tag",
-    "tags",
-    multiple=True,
-    callback=parse_tags,
-    metavar="KEY=VALUE",
-    help="Only runs ingested with this tag (repeatable), as `check --tag`.",
-)
+@tag_option("Only runs ingested with this tag (repeatable), as `check --tag`.")
 @click.option(
     "-o",
     "--output",
@@ -61,6 +55,7 @@ EXIT_NOTHING_TO_DRAW = 1
     "(default: the built-in ones, as `check`).",
 )
 @click.option("--title", help="Page title (default: 'ncclparse trend: HISTORY').")
+@QUIET
 def trend(
     history_dir: str,
     tags: dict[str, str],
@@ -68,6 +63,7 @@ def trend(
     sizes: int,
     rules: Path | None,
     title: str | None,
+    quiet: bool,
 ) -> None:
     """Draw the history over nights: per series, busbw at its largest sizes, one
     point per night, with the baseline band `check --history` would have used
@@ -113,6 +109,8 @@ def trend(
         click.echo(f"Error: {output}: cannot write: {exc.strerror or exc}", err=True)
         sys.exit(EXIT_INFRASTRUCTURE)
     flagged = int(found.points["flagged"].sum())
+    if quiet:
+        return
     click.echo(
         f"{output}: {len(found.series())} series over {len(found.dates)} night(s), "
         f"{flagged} flagged point(s)",

@@ -654,12 +654,28 @@ def load_measurements(
     Raises NcclParseError (InputError, SchemaError, UnknownLogFormatError) naming the
     input when it cannot be read.
     """
+    table, _ = read_side(path, filters, jobs=jobs)
+    return table.select(list(schema.MEASUREMENT_COLUMNS))
+
+
+def read_side(
+    path: str,
+    filters: Filters | None = None,
+    *,
+    jobs: int = 1,
+    on_batch: Callable[[pa.RecordBatch], None] | None = None,
+) -> tuple[pa.Table, pa.Table | None]:
+    """As :func:`load_measurements`, with what names each run: ``(table, runs)``.
+    A table or a history: ``runs`` is None and a history's rows keep their
+    ``hosts`` and ``ingest_key`` columns. Logs: ``runs`` is their ``runs`` table,
+    and their rows go to ``on_batch`` when given (the table is then empty)."""
     # Imported here: this module is on every command's start-up path.
     from ncclparse.inputs.parsing import parse_sources
     from ncclparse.store.history import read_history
     from ncclparse.store.locations import is_uri, location
     from ncclparse.store.tables import read_table
 
+    kept = [*schema.MEASUREMENT_COLUMNS, "hosts", "ingest_key"]
     candidate = Path(path)
     if is_uri(path):
         where = location(path)  # an object store: a history prefix, or logs
@@ -668,18 +684,18 @@ def load_measurements(
         except (OSError, pa.ArrowException) as exc:
             raise InputError(f"{path}: cannot list: {_first_line(exc)}") from exc
         if any(i.base_name.startswith("date=") for i in listed):
-            return read_history(where).select(list(schema.MEASUREMENT_COLUMNS))
+            return read_history(where).select(kept), None
     elif candidate.suffix.lower() in (".parquet", ".pq", ".arrow", ".feather", ".ipc"):
-        return read_table(candidate)
+        return read_table(candidate), None
     elif _is_dir(candidate) and any(candidate.glob("date=*")):
-        return read_history(candidate).select(list(schema.MEASUREMENT_COLUMNS))
+        return read_history(candidate).select(kept), None
 
     items = list(expand((path,), filters=filters))
     errors = [e for e in items if isinstance(e, Exception)]
     if errors:
         raise errors[0]
     parsed = (e for e in items if not isinstance(e, Exception))
-    result = parse_sources(parsed, None, jobs, None)
+    result = parse_sources(parsed, on_batch, jobs, None)
     if result.failures:
         raise result.failures[0]
-    return result.measurements
+    return result.measurements, result.runs

@@ -4,8 +4,9 @@
 ``md`` (a Markdown table), ``json`` (the comparison as a document) and ``html`` (one
 self-contained page with the chart of
 :mod:`~ncclparse.report.comparison_chart`); busbw in GB/s and times in µs, units in
-the headers. Text from logs is escaped in Markdown and HTML. The judgement itself is
-:func:`ncclparse.health.compare.compare`.
+the headers. Every format gives, per size, the worst aligned run and its change, and
+lists the regressed runs, the missing and the new ones. Text from logs is escaped
+in Markdown and HTML. The judgement itself is :func:`ncclparse.health.compare.compare`.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from dataclasses import asdict
 
 from markupsafe import Markup
 
-from ncclparse.formatting import format_bytes, markdown_escape
-from ncclparse.health.compare import CompareRow, Comparison
+from ncclparse.formatting import format_bytes, format_threshold, markdown_escape
+from ncclparse.health.compare import CompareRow, Comparison, RunChange
 from ncclparse.report.comparison_chart import (
     charted_series,
     charts_busbw,
@@ -35,7 +36,10 @@ __all__ = [
     "comparison_markdown",
     "comparison_text",
     "render_comparison",
+    "run_change_text",
+    "run_lines",
     "time_cell",
+    "verdict_line",
 ]
 
 COMPARE_FORMATS = ("text", "json", "md", "html")
@@ -49,9 +53,11 @@ COLUMNS = (
     "busbw change (%)",
     "baseline time (us)",
     "candidate time (us)",
+    "worst run",
+    "worst run change (%)",
     "verdict",
 )
-_NUMERIC = frozenset(range(2, 7))  # right-aligned columns
+_NUMERIC = frozenset((*range(2, 7), 8))  # right-aligned columns
 
 
 def render_comparison(comparison: Comparison, fmt: str) -> str:
@@ -86,6 +92,9 @@ def comparison_html(comparison: Comparison) -> str:
             series_count=len({r.series for r in comparison.rows}),
             busbw=busbw_cell,
             change=change_cell,
+            runs=run_lines(comparison),
+            threshold=format_threshold(comparison.threshold),
+            several_runs=_several_runs(comparison),
             time=time_cell,
         )
     )
@@ -111,6 +120,8 @@ def comparison_text(comparison: Comparison) -> str:
         lines.append("no series and size in common")
     for title, items in _only(comparison):
         lines += ["", f"{title}: {', '.join(items)}"]
+    for title, named in run_lines(comparison):
+        lines += ["", f"{title}:", *(f"  {item}" for item in named)]
     return "\n".join(lines) + "\n"
 
 
@@ -141,6 +152,9 @@ def comparison_markdown(comparison: Comparison) -> str:
         lines.append("No series and size in common.")
     for title, items in _only(comparison):
         lines += ["", f"**{title.capitalize()}**: {markdown_escape(', '.join(items))}"]
+    for title, named in run_lines(comparison):
+        lines += ["", f"**{title.capitalize()}**:", ""]
+        lines += [f"- {markdown_escape(item)}" for item in named]
     return "\n".join(lines) + "\n"
 
 
@@ -159,6 +173,47 @@ def change_cell(change: float) -> str:
     return f"{change * 100:+.1f}"
 
 
+def run_lines(comparison: Comparison) -> list[tuple[str, list[str]]]:
+    """The runs, a line each, by title: every aligned run at its worst size with its
+    verdict, worst first (when there are several: one run a side is the table's),
+    those the candidate lacks and those only it has."""
+    aligned = (
+        [f"{run_change_text(r)}: {r.verdict}" for r in comparison.runs]
+        if _several_runs(comparison)
+        else []
+    )
+    return [
+        (title, items)
+        for title, items in (
+            (
+                "runs, each at its worst size (aligned by host set, else log file)",
+                aligned,
+            ),
+            (
+                "missing runs (in the baseline, not in the candidate: a lost "
+                "measurement)",
+                list(comparison.missing_runs),
+            ),
+            ("new runs (in the candidate only)", list(comparison.new_runs)),
+        )
+        if items
+    ]
+
+
+def run_change_text(r: RunChange) -> str:
+    """One regressed run in words: its identity, series, worst size and change."""
+    return (
+        f"{r.run}: {r.series} {format_bytes(r.size_bytes)}: busbw change "
+        f"{change_cell(r.change)} % (time {time_cell(r.baseline_time_us)} -> "
+        f"{time_cell(r.candidate_time_us)} us)"
+    )
+
+
+def verdict_line(comparison: Comparison) -> str:
+    """The verdict and its figures on one line, as the text output starts."""
+    return _headline(comparison)
+
+
 def _cells(r: CompareRow) -> tuple[str, ...]:
     return (
         r.series,
@@ -168,15 +223,27 @@ def _cells(r: CompareRow) -> tuple[str, ...]:
         change_cell(r.change),
         time_cell(r.baseline_time_us),
         time_cell(r.candidate_time_us),
+        r.worst_run or "-",
+        "-" if r.worst_change is None else change_cell(r.worst_change),
         r.verdict,
     )
 
 
 def _headline(comparison: Comparison) -> str:
-    head = f"{comparison.verdict} (threshold {comparison.threshold:.0%}"
+    head = f"{comparison.verdict} (threshold {format_threshold(comparison.threshold)}"
     if comparison.geomean_change is not None:
         head += f", geometric mean busbw change {comparison.geomean_change:+.1%}"
+    if comparison.regressed_runs and _several_runs(comparison):
+        worst = comparison.regressed_runs[0]
+        head += f", worst run {worst.run} {worst.change:+.1%}"
+    if comparison.missing_runs:
+        head += f", {len(comparison.missing_runs)} run(s) missing"
     return head + ")"
+
+
+def _several_runs(comparison: Comparison) -> bool:
+    """More than one run identity was aligned: the worst run is worth naming."""
+    return len({r.run for r in comparison.runs}) > 1
 
 
 def _sides(comparison: Comparison) -> list[tuple[str, str]]:

@@ -75,9 +75,10 @@ def comparison_chart(comparison: Comparison, *, plot_id: str = "compare") -> str
     bottom.axhline(0, color="#555555", linewidth=0.8)
     bad = [r for r in comparison.rows if r.verdict == "regression"]
     if bad:
+        # Circled at the worst run's change when a run regressed beyond the median.
         bottom.scatter(
             [r.size_bytes for r in bad],
-            [r.change * 100 for r in bad],
+            [min(r.change, _or(r.worst_change, r.change)) * 100 for r in bad],
             s=70,
             facecolors="none",
             edgecolors=_REGRESSION,
@@ -106,6 +107,10 @@ def comparison_chart(comparison: Comparison, *, plot_id: str = "compare") -> str
         else "Bus bandwidth change per size"
     )
     return finish(fig, top, plot_id, title, legend_columns=1)
+
+
+def _or(value: float | None, default: float) -> float:
+    return default if value is None else value
 
 
 def _draw_series(

@@ -14,7 +14,15 @@ would have judged had it run that night against the nights before it:
   busbw median and raw MAD, when at least ``policy.min_runs`` runs are there;
 * its band is median +/- max(``mad_k`` x 1.4826 x MAD, ``min_drop`` x median), and
   the night is *flagged* when its value is below the band, as ``check`` fails a
-  bandwidth-bound size's busbw.
+  bandwidth-bound size's busbw;
+* the same is done per run identity (the run's host set,
+  :func:`~ncclparse.inputs.sides.run_identity`: a nightly's host pair), each
+  compared with its own past (with the series' while it has fewer than
+  ``policy.min_runs`` runs of its own): one slow pair of three does not move the
+  median, so the night is flagged too when any identity's value (the median of its
+  runs that night) is below its own band. Each point names its *worst run*: the identity
+  furthest below its own band (or baseline median, when none is below), with its
+  value, baseline median and lower limit.
 
 Only the :data:`DEFAULT_SIZES` (or ``sizes``) largest message sizes of each series
 are followed (the plateau of a sweep; a sweep that never leaves the latency-bound
@@ -50,6 +58,7 @@ from ncclparse.efficiency import bandwidth_columns
 from ncclparse.formatting import format_bytes, series_label
 from ncclparse.health.baselines import tag_values, window_start
 from ncclparse.health.rules import HistoryPolicy
+from ncclparse.inputs.sides import run_identity
 from ncclparse.report.figure import COLORS, finish, plain, styled
 from ncclparse.store.history import HISTORY_COLUMNS, scan_history, usable
 from ncclparse.store.locations import Location
@@ -80,6 +89,10 @@ POINT_COLUMNS = (
     "lower",
     "upper",
     "flagged",
+    "worst_run",
+    "worst_busbw",
+    "worst_median",
+    "worst_lower",
 )
 _BAND = "#cfe3f1"  # a light tint of COLORS[0]: the band sits behind the line
 _FLAG = COLORS[1]  # Okabe-Ito vermillion
@@ -93,8 +106,10 @@ class Trend:
     (:data:`POINT_COLUMNS`; shape keys as text, "" for none; ``date`` ISO;
     ``base_*``, ``lower`` and ``upper`` NaN when the night has no baseline, i.e.
     fewer than ``policy.min_runs`` runs before it; ``flagged``: the value is below
-    ``lower``), sorted by series, size and date. ``dates``: every date the history
-    holds (ISO, oldest first); ``runs``: its runs (each log's earliest ingest);
+    ``lower``, or a run identity's below its own; ``worst_*``: the worst identity,
+    "" and NaN when none has a baseline), sorted by series, size and date.
+    ``dates``: every date the history holds (ISO, oldest first); ``runs``: its runs
+    (each log's earliest ingest);
     ``matched``: how many of them carry every ``tags`` item; ``tag_values``: for each
     key of ``tags``, the history's runs by their value of it (None: no such tag).
     """
@@ -179,7 +194,7 @@ def trend_of(
     replay = _Replay(policy, max(1, sizes))
     if matched:
         for date in dates:
-            rows = view.rows_of(date, wanted if tags else None)
+            rows = view.rows_of(date, wanted if tags else None, extra=("hosts",))
             replay.night(date, rows)
     return Trend(
         replay.points(),
@@ -193,8 +208,9 @@ def trend_of(
     )
 
 
-# What a night's rows need: the shape, the size, the run and the busbw inputs.
-_READ = tuple(c for c in HISTORY_COLUMNS if c not in ("ingest_id", "date"))
+# What a night's rows need: the shape, the size, the run, its hosts and the busbw
+# inputs.
+_READ = (*(c for c in HISTORY_COLUMNS if c not in ("ingest_id", "date")), "hosts")
 
 
 @dataclass
@@ -216,6 +232,8 @@ class _Replay:
         self.sizes = sizes
         self.followed: dict[tuple[str, ...], list[int]] = {}  # shape -> sizes, desc
         self.windows: dict[tuple[tuple[str, ...], int], _Window] = {}
+        # Per series, size and run identity: that identity's own window.
+        self.run_windows: dict[tuple[tuple[str, ...], int, str], _Window] = {}
         self.rows: list[tuple[Any, ...]] = []
 
     def night(self, date: str, table: pa.Table) -> None:
@@ -259,6 +277,7 @@ class _Replay:
         rows = np.flatnonzero(keep)
         table = table.take(rows)
         pair = pair[rows]
+        row = np.arange(len(pair), dtype=np.int64)  # into table, through the sorts
         key_code, key_names = _encoded(table["ingest_key"])
         # Ties of date and ingest time go to the ingest key's text, not its code.
         name_rank = np.argsort(np.argsort(np.asarray(key_names, dtype=object)))
@@ -269,15 +288,15 @@ class _Replay:
             dtype=float,
         )
         finite = np.isfinite(busbw)
-        pair, key_code, run, at, busbw = (
-            a[finite] for a in (pair, key_code, run, at, busbw)
+        pair, key_code, run, at, busbw, row = (
+            a[finite] for a in (pair, key_code, run, at, busbw, row)
         )
         if len(pair) == 0:
             return
         # Each run's value: the median of its rows (one row, almost always).
         order = np.lexsort((run, key_code, pair))
-        pair, key_code, run, at, busbw = (
-            a[order] for a in (pair, key_code, run, at, busbw)
+        pair, key_code, run, at, busbw, row = (
+            a[order] for a in (pair, key_code, run, at, busbw, row)
         )
         new_run = np.ones(len(pair), dtype=bool)
         new_run[1:] = (
@@ -294,6 +313,17 @@ class _Replay:
         run_pair = pair[starts]
         run_rank = name_rank[key_code[starts]]
         run_number = run[starts]
+        # A run's hosts are the same on each of its rows: its first row's, read
+        # once per run (not per size it has).
+        _, first, which = np.unique(
+            np.stack([key_code[starts], run_number]),
+            axis=1,
+            return_index=True,
+            return_inverse=True,
+        )
+        hosts = table["hosts"].take(pa.array(row[starts][first])).to_pylist()
+        names = [run_identity(h) for h in hosts]
+        identity = [names[i] for i in which.ravel().tolist()]
         day = _day(date)
         oldest = window_start(self.policy, dt.date.fromisoformat(date))
         oldest_day = _day(oldest) if oldest is not None else None
@@ -305,6 +335,9 @@ class _Replay:
             window = self.windows.setdefault((shape, size_bytes), _Window())
             base = self._baseline(window, oldest_day)
             night_value = float(np.median(value[segment]))
+            worst = self._worst_run(
+                (shape, size_bytes), segment, value, identity, (oldest_day, base)
+            )
             self.rows.append(
                 (
                     *shape,
@@ -313,7 +346,8 @@ class _Replay:
                     len(segment),
                     night_value,
                     *base,
-                    night_value < base[-2],
+                    night_value < base[-2] or worst[1] < worst[3],
+                    *worst,
                 )
             )
             # Tonight's runs join the window in check's order: by ingest time, then
@@ -322,14 +356,49 @@ class _Replay:
                 np.lexsort((run_number[segment], run_rank[segment], at_max[segment]))
             ][-self.policy.window :]
             for i in newest.tolist():
-                window.order.append(
-                    (day, int(at_max[i]), int(run_rank[i]), int(run_number[i]))
+                order_key = (day, int(at_max[i]), int(run_rank[i]), int(run_number[i]))
+                own = self.run_windows.setdefault(
+                    (shape, size_bytes, identity[i]), _Window()
                 )
-                window.busbw.append(float(value[i]))
-            excess = len(window.order) - self.policy.window
-            if excess > 0:
-                del window.order[:excess]
-                del window.busbw[:excess]
+                for kept in (window, own):
+                    kept.order.append(order_key)
+                    kept.busbw.append(float(value[i]))
+                    excess = len(kept.order) - self.policy.window
+                    if excess > 0:
+                        del kept.order[:excess]
+                        del kept.busbw[:excess]
+
+    def _worst_run(
+        self,
+        at: tuple[tuple[str, ...], int],
+        segment: npt.NDArray[np.int64],
+        value: npt.NDArray[np.float64],
+        identity: list[str],
+        baseline: tuple[int | None, tuple[int, float, float, float, float]],
+    ) -> tuple[str, float, float, float]:
+        """The night's worst run identity of one series and size (``at``): each
+        judged against its own window, or the series' (``baseline``: the window's
+        oldest day and the series' baseline) while its own holds fewer than
+        ``policy.min_runs`` runs. (identity, its value, the median and lower limit
+        it was judged by); ("", NaN, NaN, NaN) when no baseline judges any."""
+        oldest_day, series = baseline
+        by_identity: dict[str, list[float]] = {}
+        for i in segment.tolist():
+            by_identity.setdefault(identity[i], []).append(float(value[i]))
+        judged = []
+        for name, values in by_identity.items():
+            own = self.run_windows.get((*at, name), _Window())
+            _, median, _, lower, _ = self._baseline(own, oldest_day)
+            if math.isnan(median):  # too few runs of its own: the series' past
+                _, median, _, lower, _ = series
+            if not math.isnan(median):
+                judged.append((name, float(np.median(values)), median, lower))
+        if not judged:
+            return ("", math.nan, math.nan, math.nan)
+        below = [j for j in judged if j[1] < j[3]]
+        if below:  # furthest below its own limit
+            return min(below, key=lambda j: (j[1] / j[3], j[0]))
+        return min(judged, key=lambda j: (j[1] / j[2], j[0]))
 
     def _baseline(
         self, window: _Window, oldest_day: int | None
@@ -401,8 +470,9 @@ _MARKERS_UP_TO = 60
 def trend_svg(rows: pd.DataFrame, *, plot_id: str, title: str) -> str:
     """One series' points (rows of :attr:`Trend.points` of one series) as small
     multiples: a panel per size, largest first, busbw over the nights with the
-    baseline band (median +/- allowed drop) and its median, flagged nights marked.
-    Same rows, same bytes."""
+    baseline band (median +/- allowed drop) and its median, flagged nights marked
+    (at the worst run's value when that run is below its own limit). Same rows,
+    same bytes."""
     sizes = sorted({int(s) for s in rows["size_bytes"]}, reverse=True)
     # Narrower than the report's 7.2 in: scaled to a 390 px phone, its 8 pt text
     # stays about 8 px high (a 7.2 in figure's would be 5 px).
@@ -446,9 +516,11 @@ def trend_svg(rows: pd.DataFrame, *, plot_id: str, title: str) -> str:
             label=named("night (median of its runs)"),
         )
         flagged = part[part["flagged"]]
+        # A night flagged by one run: the mark at that run's value, below the line.
+        by_run = flagged["worst_busbw"] < flagged["worst_lower"]
         ax.plot(
             flagged["date"].to_numpy(dtype="datetime64[D]"),
-            flagged["busbw"].to_numpy(dtype=float),
+            flagged["worst_busbw"].where(by_run, flagged["busbw"]).to_numpy(float),
             linestyle="none",
             marker="X",
             markersize=7,
@@ -456,7 +528,7 @@ def trend_svg(rows: pd.DataFrame, *, plot_id: str, title: str) -> str:
             markeredgecolor="#ffffff",
             markeredgewidth=0.5,
             zorder=4,
-            label=named("flagged: below the band"),
+            label=named("flagged: below the band, or a run below its own"),
         )
         ax.set_title(format_bytes(size), loc="left", fontsize=9, pad=3)
         ax.set_ylabel("busbw (GB/s)", fontsize=8)
@@ -528,6 +600,7 @@ def trend_page(
                         "median": float(r["base_median"]),
                         "lower": float(r["lower"]),
                         "change": float(r["busbw"]) / float(r["base_median"]) - 1,
+                        **_run_flag(r),
                     }
                     for r in flagged.to_dict("records")
                 ),
@@ -535,6 +608,22 @@ def trend_page(
         )
     name = title or f"ncclparse trend: {trend.history}"
     return TrendPage(name, trend, trend.describe(), tuple(figures), command_line)
+
+
+def _run_flag(point: Mapping[Any, Any]) -> dict[str, Any]:
+    """What a flagged point says of its worst run: ``run`` (its identity, "" when
+    no run is below its own limit), its busbw, its own median and limit, and its
+    change against that median."""
+    below = bool(point["worst_busbw"] < point["worst_lower"])
+    if not below:
+        return {"run": ""}
+    return {
+        "run": str(point["worst_run"]) or "(hosts unknown)",
+        "run_busbw": float(point["worst_busbw"]),
+        "run_median": float(point["worst_median"]),
+        "run_lower": float(point["worst_lower"]),
+        "run_change": float(point["worst_busbw"]) / float(point["worst_median"]) - 1,
+    }
 
 
 def render_trend(page: TrendPage) -> str:

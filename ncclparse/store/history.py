@@ -223,14 +223,20 @@ class HistoryView:
     runs: pa.Table
     tags: dict[str, dict[str, str]]
     dates: tuple[str, ...]
-    read: Callable[[str], pa.Table] = field(repr=False)
+    read: Callable[[str, tuple[str, ...]], pa.Table] = field(repr=False)
     later: pa.Array[Any] = field(repr=False)
 
-    def rows_of(self, date: str, ingests: Collection[str] | None = None) -> pa.Table:
-        """The rows (:data:`HISTORY_COLUMNS`) of ``date``, of the ``ingests`` given
-        (all when None), each log's earliest ingest only. Raises HistoryError when
-        a file of that date cannot be read."""
-        rows = self.read(date)
+    def rows_of(
+        self,
+        date: str,
+        ingests: Collection[str] | None = None,
+        extra: tuple[str, ...] = (),
+    ) -> pa.Table:
+        """The rows (:data:`HISTORY_COLUMNS` and the ``extra`` columns of
+        HISTORY_SCHEMA, e.g. ``hosts``) of ``date``, of the ``ingests`` given (all
+        when None), each log's earliest ingest only. Raises HistoryError when a
+        file of that date cannot be read."""
+        rows = self.read(date, extra)
         if ingests is not None:
             wanted = pa.array(sorted(ingests), pa.string())
             rows = rows.filter(pc.is_in(_text(rows["ingest_id"]), value_set=wanted))
@@ -400,10 +406,10 @@ def scan_history(
         if found and (since is None or found.group(1) >= since):
             by_date.setdefault(found.group(1), []).append(path)
 
-    def read(date: str) -> pa.Table:
+    def read(date: str, extra: tuple[str, ...]) -> pa.Table:
         try:
             table = _dataset(where, by_date[date], scan=True).to_table(
-                columns=list(HISTORY_COLUMNS)
+                columns=[*HISTORY_COLUMNS, *extra]
             )
         except (OSError, pa.ArrowException) as exc:
             raise _unreadable(where, exc, by_date[date]) from exc
@@ -425,8 +431,9 @@ def view_of(table: pa.Table) -> HistoryView:
     runs, later = _merge_runs([_run_rows(table)] if table.num_rows else [])
     dates = sorted(set(cast("list[str]", table["date"].to_pylist())), reverse=True)
 
-    def read(date: str) -> pa.Table:
-        return _rows_of(table.filter(pc.equal(table["date"], pa.scalar(date))))
+    def read(date: str, extra: tuple[str, ...]) -> pa.Table:
+        rows = table.filter(pc.equal(table["date"], pa.scalar(date)))
+        return rows.select([*HISTORY_COLUMNS, *extra])
 
     return HistoryView(runs, tags, tuple(dates), read, later)
 
@@ -793,10 +800,6 @@ def _collect_tags(batch: pa.RecordBatch | pa.Table, tags: dict[str, Any]) -> Non
     for code, index in zip(found.tolist(), first.tolist(), strict=True):
         if code >= 0 and values[code] not in tags:
             tags[values[code]] = dict(batch["tags"][index].as_py() or [])
-
-
-def _rows_of(table: pa.Table) -> pa.Table:
-    return table.select(list(HISTORY_COLUMNS))
 
 
 # --- writing ---------------------------------------------------------------------
