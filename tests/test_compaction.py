@@ -5,59 +5,31 @@ compaction leaves one file with exactly the rows there were."""
 from __future__ import annotations
 
 import datetime as dt
-import io
 import os
 import time
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import pandas as pd
 import pyarrow as pa
 import pytest
 from click.testing import CliRunner
 
-import ncclparse
 from ncclparse.cli.app import cli
 from ncclparse.store import history
 from ncclparse.store.locations import Location
-from tests import _derive as derive
+from tests._compaction import (
+    KILL_STEPS,
+    NIGHT,
+    Stopped,
+    compact_in_child,
+    kill_compaction,
+    make_history,
+    night,
+    rows_of,
+    stop_at_delete,
+)
 from tests._docs import code_block
-
-NIGHT = dt.datetime(2026, 3, 1, 2, tzinfo=dt.UTC)
-ORDER: list[tuple[str, Literal["ascending", "descending"]]] = [
-    (name, "ascending")
-    for name in ("date", "ingest_key", "ingest_id", "run", "size_bytes", "placement")
-]
-ROOT = Path(__file__).resolve().parents[1]
-
-
-class Stopped(BaseException):
-    """A compaction stopped where a kill would stop it (nothing cleans up)."""
-
-
-def _night(seed: int) -> ncclparse.ParseResult:
-    jitter = derive.jitter(seed)
-    text = derive.scale(derive.healthy(), jitter)
-    return ncclparse.parse(io.StringIO(text), name=f"night{seed}.log")
-
-
-def make_history(where: str | Path) -> pa.Table:
-    """Three ingests on one night (three files) and one the night after, of which
-    one log is ingested twice; returns read_history's rows, sorted."""
-    for seed in (1, 2, 3):
-        history.ingest(_night(seed), where, now=NIGHT + dt.timedelta(minutes=seed))
-    history.ingest(
-        _night(4), where, tags={"cluster": "b"}, now=NIGHT + dt.timedelta(days=1)
-    )
-    with pytest.MonkeyPatch.context() as patch:  # a racing writer's second copy
-        patch.setattr(history, "_present_keys", lambda *where: set())
-        history.ingest(_night(2), where, now=NIGHT + dt.timedelta(minutes=9))
-    return rows_of(where)
-
-
-def rows_of(where: str | Path) -> pa.Table:
-    return history.read_history(where).sort_by(ORDER)
 
 
 def account(where: str | Path) -> list[tuple[Any, ...]]:
@@ -69,20 +41,6 @@ def account(where: str | Path) -> list[tuple[Any, ...]]:
     )
     rows = sum((view.rows_of(date).num_rows for date in view.dates), 0)
     return [*runs, ("rows", rows)]
-
-
-def stop_at_delete(number: int) -> Callable[..., None]:
-    """Location.delete that stops the compaction at its ``number``-th call (0: the
-    first), after the merged file is written."""
-    calls = iter(range(1_000_000))
-    original = Location.delete
-
-    def delete(self: Location, path: str) -> None:
-        if next(calls) == number:
-            raise Stopped
-        original(self, path)
-
-    return delete
 
 
 @pytest.mark.parametrize("removed", [0, 1, 2])
@@ -120,9 +78,9 @@ def test_a_second_compaction_cut_short_is_read_once(
     """A merged file merged again with a new ingest: the older merged file's ingests
     are in both merged files."""
     for seed in (1, 2):
-        history.ingest(_night(seed), tmp_path, now=NIGHT + dt.timedelta(minutes=seed))
+        history.ingest(night(seed), tmp_path, now=NIGHT + dt.timedelta(minutes=seed))
     history.compact(tmp_path)
-    history.ingest(_night(3), tmp_path, now=NIGHT + dt.timedelta(minutes=3))
+    history.ingest(night(3), tmp_path, now=NIGHT + dt.timedelta(minutes=3))
     before = rows_of(tmp_path)
     with monkeypatch.context() as patch:
         patch.setattr(Location, "delete", stop_at_delete(0))
@@ -161,7 +119,7 @@ def test_two_compactions_at_once_converge(
     assert len(list(tmp_path.rglob("*.parquet"))) == 2
     assert rows_of(tmp_path).equals(before)
 
-    history.ingest(_night(5), tmp_path, now=NIGHT + dt.timedelta(minutes=30))
+    history.ingest(night(5), tmp_path, now=NIGHT + dt.timedelta(minutes=30))
     before = rows_of(tmp_path)
     read = history._read
     ran: list[history.CompactReport] = []
@@ -251,3 +209,47 @@ def test_the_documented_sql_counts_each_row_once_after_a_compaction_cut_short(
     assert plain(got) == plain(expected)
     assert plain(got)[0][:3] == ("2026-03-01", None, 2**30)
     assert list(got["n"]) == [6] * 4 + [2] * 4  # 2 placements of 3 logs, then of 1
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("step", KILL_STEPS)
+def test_a_compaction_killed_at_any_step_loses_and_doubles_nothing(
+    tmp_path: Path, step: str
+) -> None:
+    before = make_history(tmp_path)
+    expected = account(tmp_path)
+    kill_compaction(tmp_path, step)
+    night = tmp_path / "date=2026-03-01"
+    files = sorted(p.name for p in night.glob("*.parquet"))
+    merged = [name for name in files if name.startswith("compacted-")]
+    left = list(night.glob(".*.tmp"))
+    if step == "write":  # killed before the rename: its temporary file, no more
+        assert (len(files), merged, len(left)) == (4, [], 1)
+        hours_ago = time.time() - history.STALE_AFTER - 60
+        os.utime(left[0], (hours_ago, hours_ago))
+    else:
+        removed = int(step.split(":")[1])
+        assert (len(files), len(merged), left) == (4 + 1 - removed, 1, [])
+    assert rows_of(tmp_path).equals(before)
+    assert account(tmp_path) == expected
+    done = history.compact(tmp_path)
+    assert len(done.removed) == (step == "write")
+    (only,) = night.iterdir()  # the merged file, no temporary one
+    assert only.name.startswith("compacted-")
+    assert rows_of(tmp_path).equals(before)
+    assert account(tmp_path) == expected
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lock", [True, False])
+def test_two_compactions_at_once_in_processes(tmp_path: Path, lock: bool) -> None:
+    before = make_history(tmp_path)
+    options = () if lock else ("--no-lock",)
+    both = [compact_in_child(tmp_path, *options) for _ in range(2)]
+    for child in both:
+        _, err = child.communicate(timeout=120)
+        assert child.returncode == 0, err
+    assert rows_of(tmp_path).equals(before)
+    history.compact(tmp_path)
+    assert len(list((tmp_path / "date=2026-03-01").glob("*.parquet"))) == 1
+    assert rows_of(tmp_path).equals(before)
