@@ -30,6 +30,12 @@ Guarantees, and how they are kept:
   (``kill -9``) leaves its temporary file: the next locked ingest removes those
   untouched for :data:`STALE_AFTER` seconds and says how many
   (:attr:`IngestReport.removed`).
+* Compaction never counts a row twice: :func:`compact` publishes the merged file
+  before it removes the files it replaces, so a compaction cut short (or two at once
+  on an object store) leaves an ingest's rows whole in two files; every reader takes
+  each ingest's rows from the first file by path that holds them (:func:`_copies`;
+  docs/nightly.md's SQL does the same), and the next compaction merges what is
+  there into one file.
 * A corrupt file is not built on: ingest reads every column of the files it looks
   keys up in, and ``check`` the columns it uses of every file; either refuses with a
   HistoryError naming the file.
