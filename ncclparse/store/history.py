@@ -718,15 +718,21 @@ def _copies(
     the others (merged ones) are read from ``footers`` (:func:`_runs_of`, read
     when not given) or their ``ingest_id`` column.
     """
-    if all(_INGEST_FILE.match(path.rsplit("/", 1)[-1]) for path in files):
-        return {}  # no merged file: no ingest is in two files
-    holders: set[str] = set()
+    by_directory: dict[str, list[str]] = {}
+    for path in files:
+        by_directory.setdefault(path.rsplit("/", 1)[0], []).append(path)
     copies: dict[str, pa.Array[Any]] = {}
-    for path in sorted(files):
-        held = _ingests_of(where, path, (footers or {}).get(path))
-        if held & holders:
-            copies[path] = pa.array(sorted(held & holders), pa.string())
-        holders |= held
+    for paths in by_directory.values():
+        names = [path.rsplit("/", 1)[-1] for path in paths]
+        # An ingest's rows are in one partition; files an ingest wrote hold one each.
+        if len(paths) < 2 or all(_INGEST_FILE.match(name) for name in names):
+            continue
+        holders: set[str] = set()
+        for path in sorted(paths):
+            held = _ingests_of(where, path, (footers or {}).get(path))
+            if held & holders:
+                copies[path] = pa.array(sorted(held & holders), pa.string())
+            holders |= held
     return copies
 
 
