@@ -253,3 +253,20 @@ def test_two_compactions_at_once_in_processes(tmp_path: Path, lock: bool) -> Non
     history.compact(tmp_path)
     assert len(list((tmp_path / "date=2026-03-01").glob("*.parquet"))) == 1
     assert rows_of(tmp_path).equals(before)
+
+
+def test_a_file_removed_while_the_history_is_read_is_named_as_removed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A check reading while a compaction removes the files it merged is told to run
+    again, not that a file is corrupt."""
+    make_history(tmp_path)
+    view = history.scan_history(tmp_path)
+    first = min((tmp_path / "date=2026-03-01").glob("*.parquet"))
+    history.compact(tmp_path)
+    with pytest.raises(history.HistoryError) as raised:
+        view.rows_of("2026-03-01")
+    assert str(raised.value) == (
+        f"{tmp_path}: cannot read history: {first} was removed while it was read "
+        "(a history compact at the same time?); run again"
+    )

@@ -1055,12 +1055,26 @@ def _unreadable(
             with where.fs.open_input_file(path) as handle:
                 pq.read_table(handle)
         except (OSError, pa.ArrowException) as error:
+            if _gone(where, path):
+                return HistoryError(
+                    f"{where.name}: cannot read history: {where.uri(path)} was "
+                    "removed while it was read (a history compact at the same "
+                    "time?); run again"
+                )
             return HistoryError(
                 f"{where.name}: cannot read history: {where.uri(path)} is not a "
                 f"readable Parquet file ({_first_line(error)}); move it out of the "
                 "history directory (or restore it from a backup) and run again"
             )
     return HistoryError(f"{where.name}: cannot read history: {_first_line(exc)}")
+
+
+def _gone(where: Location, path: str) -> bool:
+    """True when nothing is at ``path`` (any more)."""
+    try:
+        return bool(where.fs.get_file_info(path).type == pafs.FileType.NotFound)
+    except (OSError, pa.ArrowException):
+        return False
 
 
 def _first_line(exc: Exception) -> str:
