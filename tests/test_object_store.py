@@ -20,7 +20,15 @@ from click.testing import CliRunner
 
 from ncclparse.cli.app import cli
 from ncclparse.store import history
+from ncclparse.store.locations import Location
 from tests import _derive as derive
+from tests._compaction import (
+    KILL_STEPS,
+    compact_in_child,
+    kill_compaction,
+    make_history,
+    rows_of,
+)
 from tests._docs import code_block
 
 pytest.importorskip("moto", reason="moto[server] (the test extra) runs the S3 server")
@@ -301,3 +309,67 @@ def test_the_documented_object_store_recipe_runs(
         assert ": 0 added (0 rows), 1 already present" in again.stderr
     finally:
         fs.delete_dir("nccl")
+
+
+@pytest.mark.slow
+def test_a_compaction_killed_at_any_step_on_s3_loses_and_doubles_nothing(
+    s3: tuple[pafs.S3FileSystem, str],
+) -> None:
+    fs, query = s3
+    for step in KILL_STEPS:
+        hist = f"s3://{BUCKET}/{step.replace(':', '')}?{query}"
+        before = make_history(hist)
+        kill_compaction(hist, step)
+        night = [p for p in _objects(fs, step.replace(":", "")) if "03-01" in p]
+        merged = [p for p in night if "/compacted-" in p]
+        # Killed before the upload: nothing published; after: the merged object
+        # beside those not yet removed.
+        published = 0 if step == "write" else 1
+        removed = 0 if step == "write" else int(step.split(":")[1])
+        assert (len(night), len(merged)) == (4 + published - removed, published)
+        assert rows_of(hist).equals(before), step
+        history.compact(hist)
+        assert len(_objects(fs, step.replace(":", ""))) == 2  # one file a night
+        assert rows_of(hist).equals(before), step
+
+
+@pytest.mark.slow
+def test_two_compactions_at_once_on_s3(s3: tuple[pafs.S3FileSystem, str]) -> None:
+    fs, query = s3
+    hist = f"s3://{BUCKET}/h?{query}"
+    before = make_history(hist)
+    both = [compact_in_child(hist) for _ in range(2)]
+    for child in both:
+        _, err = child.communicate(timeout=120)
+        assert child.returncode == 0, err
+    assert rows_of(hist).equals(before)
+    history.compact(hist)
+    assert len(_objects(fs, "h")) == 2  # one file a night
+    assert rows_of(hist).equals(before)
+
+
+@pytest.mark.slow
+def test_a_compaction_while_another_removes_files_on_s3(
+    s3: tuple[pafs.S3FileSystem, str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One compaction runs whole between another's writing its merged object and
+    removing the objects it replaced (objects already gone are no error)."""
+    fs, query = s3
+    hist = f"s3://{BUCKET}/h?{query}"
+    before = make_history(hist)
+    original = Location.delete
+    started: list[history.CompactReport] = []
+    running: list[bool] = []
+
+    def delete(self: Location, path: str) -> None:
+        if not running:
+            running.append(True)
+            started.append(history.compact(hist))
+        original(self, path)
+
+    monkeypatch.setattr(Location, "delete", delete)
+    outer = history.compact(hist)
+    assert [len(replaced) for _, replaced, _ in started[0].merged] == [5]
+    assert [len(replaced) for _, replaced, _ in outer.merged] == [4]
+    assert len(_objects(fs, "h")) == 2
+    assert rows_of(hist).equals(before)

@@ -32,8 +32,9 @@ def compact(history_dir: str, before: Any, lock: bool, lock_timeout: float) -> N
 
     One ingest a night writes one file a night; several ingests a night (one per
     cluster, retries) or lock-free writers make many small files, and every check
-    opens them all. Rows are kept as they are. Run it when no check reads the
-    history (a reader in between sees the rows of the partition being merged twice).
+    opens them all. Rows are kept as they are. A compaction cut short (killed, a
+    lost connection) or two at once leave rows in two files; readers take each
+    ingest's rows from one, and the next compaction leaves one file again.
 
     Exit status: 0 done, 4 the history cannot be read, written or locked.
     """
@@ -51,8 +52,13 @@ def compact(history_dir: str, before: Any, lock: bool, lock_timeout: float) -> N
         click.echo(f"Error: {exc}", err=True)
         sys.exit(EXIT_INFRASTRUCTURE)
     files = sum(len(replaced) for _, replaced, _ in done.merged)
+    stale = (
+        f"; {len(done.removed)} stale temporary file(s) of killed writers removed"
+        if done.removed
+        else ""
+    )
     click.echo(
         f"{history_dir}: {len(done.merged)} partition(s) compacted, {files} files "
-        f"into {len(done.merged)} ({done.rows} rows)",
+        f"into {len(done.merged)} ({done.rows} rows){stale}",
         err=True,
     )

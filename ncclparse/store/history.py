@@ -30,6 +30,12 @@ Guarantees, and how they are kept:
   (``kill -9``) leaves its temporary file: the next locked ingest removes those
   untouched for :data:`STALE_AFTER` seconds and says how many
   (:attr:`IngestReport.removed`).
+* Compaction never counts a row twice: :func:`compact` publishes the merged file
+  before it removes the files it replaces, so a compaction cut short (or two at once
+  on an object store) leaves an ingest's rows whole in two files; every reader takes
+  each ingest's rows from the first file by path that holds them (:func:`_copies`;
+  docs/nightly.md's SQL does the same), and the next compaction merges what is
+  there into one file.
 * A corrupt file is not built on: ingest reads every column of the files it looks
   keys up in, and ``check`` the columns it uses of every file; either refuses with a
   HistoryError naming the file.
@@ -72,7 +78,7 @@ import pyarrow.parquet as pq
 
 from ncclparse import schema
 from ncclparse._arrow import fill_null, key_codes
-from ncclparse.errors import InputError
+from ncclparse.errors import InputError, NcclParseError
 from ncclparse.parsers import ParseResult
 from ncclparse.store.atomic import remove_stale_temporaries
 from ncclparse.store.locations import Location, location
@@ -143,6 +149,8 @@ _LOCK = ".ncclparse.lock"
 _SOURCE_PREFIX = re.compile(r"^Could not open Parquet input source '[^']*': ")
 _PARTITION = re.compile(r"^date=(\d{4}-\d{2}-\d{2})$")
 _DATE_IN_PATH = re.compile(r"(?:^|/)date=(\d{4}-\d{2}-\d{2})/")
+# The name of the file an ingest writes: its UTC time and ingest id.
+_INGEST_FILE = re.compile(r"^\d{8}T\d{6}-([0-9a-f]{16})\.parquet$")
 # An ingest writes one file in seconds; a temporary file untouched this long (seconds)
 # whose ingest no longer holds the lock was left by a killed one.
 STALE_AFTER = 3600.0
@@ -352,10 +360,11 @@ def read_history(
     where = _where(directory)
     if not _exists(where, missing_ok):
         return _READ_SCHEMA.empty_table()
+    files = _data_files(where)
     try:
-        table = _dataset(where).to_table()
+        table = _read(where, files, _copies(where, files))
     except (OSError, pa.ArrowException) as exc:
-        raise _unreadable(where, exc) from exc
+        raise _unreadable(where, exc, files) from exc
     if table.num_rows == 0:
         return _READ_SCHEMA.empty_table()
     table = _plain(table)
@@ -383,18 +392,23 @@ def scan_history(
     tags: dict[str, dict[str, str]] = {}
     unsummarised = []
     try:
+        footers = {path: _runs_of(where, path) for path in files}
+        copies = _copies(where, files, footers)
         for path in files:
-            runs = _runs_of(where, path)
+            runs = footers[path]
             if runs is None:
                 unsummarised.append(path)
                 continue
+            if path in copies:
+                copied = pc.is_in(runs["ingest_id"], value_set=copies[path])
+                runs = runs.filter(pc.invert(copied))
             parts.append(runs)
             if with_tags:
                 _collect_tags(runs, tags)
         if unsummarised:
             dataset = _dataset(where, unsummarised, scan=True)
             columns = [*_RUN_COLUMNS, *(("tags",) if with_tags else ())]
-            for batch in _batches(dataset, columns):
+            for batch in _batches(dataset, columns, copies):
                 parts.append(_run_rows(batch))
                 if with_tags:
                     _collect_tags(batch, tags)
@@ -408,8 +422,8 @@ def scan_history(
 
     def read(date: str, extra: tuple[str, ...]) -> pa.Table:
         try:
-            table = _dataset(where, by_date[date], scan=True).to_table(
-                columns=[*HISTORY_COLUMNS, *extra]
+            table = _read(
+                where, by_date[date], copies, [*HISTORY_COLUMNS, *extra], scan=True
             )
         except (OSError, pa.ArrowException) as exc:
             raise _unreadable(where, exc, by_date[date]) from exc
@@ -474,10 +488,16 @@ def select_tags(table: pa.Table, tags: Mapping[str, str] | None) -> pa.Table:
 @dataclass(frozen=True, slots=True)
 class CompactReport:
     """What :func:`compact` did: per partition merged, the files it replaced and the
-    one written (partitions already in one file are left as they are)."""
+    one written (partitions already in one file are left as they are), the rows
+    written, and the stale temporary files of killed writers removed."""
 
     merged: tuple[tuple[str, tuple[str, ...], str], ...]
     rows: int
+    removed: tuple[Path, ...] = ()
+
+
+# How often a compaction lists a partition again when files it listed are gone.
+_ATTEMPTS = 5
 
 
 def compact(
@@ -488,47 +508,90 @@ def compact(
     lock_timeout: float = LOCK_TIMEOUT,
 ) -> CompactReport:
     """Merge the files of each partition (dated before ``before``, default: all)
-    into one, sorted by series, keeping every row as it was (duplicates included:
-    readers still keep each key's earliest ingest).
+    into one, sorted by series, keeping every row as it was (a log ingested twice
+    included: readers still keep each key's earliest ingest) and each ingest's rows
+    once.
 
-    The merged file is written whole before the files it replaces are removed, so
-    a reader in between sees both (and the rows twice: run it when no check runs,
-    e.g. after the night's ingest). Locked as an ingest is. Raises HistoryError when
-    a file cannot be read or the history written.
+    The merged file is written whole before the files it replaces are removed. A
+    compaction stopped in between (killed, a lost connection) leaves an ingest's
+    rows in two files, which every reader takes from one (:func:`_copies`); the next
+    compaction merges them into one file again. On an object store, where nothing
+    is locked, two compactions at once each write a merged file and remove what the
+    other did: the rows are the same either way, a file gone meanwhile makes a
+    compaction list the partition again, and the next compaction leaves one file.
+    Locked as an ingest is. Raises HistoryError when a file cannot be read or the
+    history written.
     """
     where = _where(directory)
     _exists(where, missing_ok=False)
     merged = []
     total = 0
     with _locked(where, lock, lock_timeout, doing="compact"):
-        for name, files in _partitions(where).items():
-            late = before is not None and name[5:] >= before.isoformat()
-            # One file is left as it is, unless it predates footer summaries.
-            whole = len(files) == 1 and _runs_of(where, files[0]) is not None
-            if not files or whole or late:
+        removed = _remove_stale(where) if lock else ()
+        try:
+            names = _partition_names(where)
+        except (OSError, pa.ArrowException) as exc:
+            raise HistoryError(
+                f"{where.name}: cannot list the history: {_first_line(exc)}"
+            ) from exc
+        for name in names:
+            if before is not None and name[5:] >= before.isoformat():
                 continue
-            try:
-                table = _dataset(where, files).to_table()
-            except (OSError, pa.ArrowException) as exc:
-                raise _unreadable(where, exc) from exc
-            table = _plain(table).drop_columns(["date"])
-            table = table.sort_by(
-                [("ingested_at", "ascending"), ("ingest_id", "ascending")]
-            )
-            relative = f"{name}/compacted-{uuid.uuid4().hex[:16]}.parquet"
-            try:
-                with where.output(relative) as handle:
-                    pq.write_table(_with_runs(table), handle, row_group_size=_BATCH * 4)
-                for path in files:
-                    where.delete(path)
-            except (OSError, pa.ArrowException) as exc:
-                raise HistoryError(
-                    f"{where.name}: cannot compact {name}: {_first_line(exc)}"
-                ) from exc
-            shown = tuple(where.uri(p) for p in files)
-            merged.append((name, shown, where.uri(where.path(relative))))
-            total += table.num_rows
-    return CompactReport(tuple(merged), total)
+            done = _compact_partition(where, name)
+            if done is not None:
+                merged.append(done[0])
+                total += done[1]
+    return CompactReport(tuple(merged), total, removed)
+
+
+def _compact_partition(
+    where: Location, name: str
+) -> tuple[tuple[str, tuple[str, ...], str], int] | None:
+    """Merge the files of partition ``name`` into one: what was replaced by what,
+    and the rows written; None when it is one file already."""
+    files = _listed(where, name)
+    for _ in range(_ATTEMPTS):
+        try:
+            # One file is left as it is, unless it predates footer summaries.
+            if not files or (len(files) == 1 and _runs_of(where, files[0]) is not None):
+                return None
+            table = _read(where, files, _copies(where, files))
+            break
+        except (OSError, pa.ArrowException) as exc:
+            now = _listed(where, name)
+            if set(files) <= set(now):  # nothing gone: a file that cannot be read
+                raise _unreadable(where, exc, files) from exc
+            files = now  # another compaction replaced some: merge what is there now
+    else:
+        raise HistoryError(
+            f"{where.name}: cannot compact {name}: its files changed {_ATTEMPTS} "
+            "times while it was read; run it again when no other compaction runs"
+        )
+    table = _plain(table).drop_columns(["date"])
+    table = table.sort_by([("ingested_at", "ascending"), ("ingest_id", "ascending")])
+    relative = f"{name}/compacted-{uuid.uuid4().hex[:16]}.parquet"
+    try:
+        with where.output(relative) as handle:
+            pq.write_table(_with_runs(table), handle, row_group_size=_BATCH * 4)
+        for path in files:
+            with suppress(FileNotFoundError):  # another compaction removed it
+                where.delete(path)
+    except (OSError, pa.ArrowException, NcclParseError) as exc:
+        raise HistoryError(
+            f"{where.name}: cannot compact {name}: {_first_line(exc)}"
+        ) from exc
+    shown = tuple(where.uri(p) for p in files)
+    return (name, shown, where.uri(where.path(relative))), table.num_rows
+
+
+def _listed(where: Location, name: str) -> list[str]:
+    """The data files of partition ``name``."""
+    try:
+        return where.files(name)
+    except (OSError, pa.ArrowException) as exc:
+        raise HistoryError(
+            f"{where.name}: cannot list the history: {_first_line(exc)}"
+        ) from exc
 
 
 # --- reading -------------------------------------------------------------------------
@@ -579,12 +642,16 @@ def _data_files(where: Location) -> list[str]:
 
 def _partitions(where: Location) -> dict[str, list[str]]:
     """The data files of each ``date=`` partition, by partition name, sorted."""
-    found: dict[str, list[str]] = {}
-    for info in where.listing():
-        name = info.base_name
-        if info.type == pafs.FileType.Directory and _PARTITION.match(name):
-            found[name] = where.files(name)
-    return found
+    return {name: where.files(name) for name in _partition_names(where)}
+
+
+def _partition_names(where: Location) -> list[str]:
+    """The names of the ``date=`` partitions, sorted."""
+    return [
+        info.base_name
+        for info in where.listing()
+        if info.type == pafs.FileType.Directory and _PARTITION.match(info.base_name)
+    ]
 
 
 def _dataset(
@@ -602,14 +669,97 @@ def _dataset(
     )
 
 
-def _batches(dataset: ds.Dataset, columns: list[str]) -> Iterator[pa.RecordBatch]:
-    """The ``columns`` of ``dataset`` in batches, one file after another: the
-    dataset's own scanner reads ahead of a slower consumer without bound (750 MB
-    for a year of history where this holds 200)."""
+def _batches(
+    dataset: ds.Dataset,
+    columns: list[str],
+    copies: Mapping[str, pa.Array[Any]] | None = None,
+) -> Iterator[pa.RecordBatch]:
+    """The ``columns`` of ``dataset`` in batches, one file after another (without
+    the rows of ``copies``: :func:`_copies`): the dataset's own scanner reads ahead
+    of a slower consumer without bound (750 MB for a year of history where this
+    holds 200)."""
     for fragment in dataset.get_fragments():
         yield from fragment.to_batches(
-            schema=dataset.schema, columns=columns, batch_size=_BATCH
+            schema=dataset.schema,
+            columns=columns,
+            filter=_own(copies or {}, fragment.path),
+            batch_size=_BATCH,
         )
+
+
+def _read(
+    where: Location,
+    files: list[str],
+    copies: Mapping[str, pa.Array[Any]],
+    columns: list[str] | None = None,
+    *,
+    scan: bool = False,
+) -> pa.Table:
+    """The ``columns`` (default: all) of ``files``, without the rows of ``copies``
+    (:func:`_copies`)."""
+    dataset = _dataset(where, files, scan=scan)
+    if not copies:
+        return dataset.to_table(columns=columns)
+    return pa.concat_tables(
+        fragment.to_table(
+            schema=dataset.schema, columns=columns, filter=_own(copies, fragment.path)
+        )
+        for fragment in dataset.get_fragments()
+    )
+
+
+def _copies(
+    where: Location,
+    files: list[str],
+    footers: Mapping[str, pa.Table | None] | None = None,
+) -> dict[str, pa.Array[Any]]:
+    """The ingests (``ingest_id``) whose rows each of ``files`` must not give, by
+    path, as an earlier file by path holds them too; files that give all theirs are
+    left out.
+
+    A compaction cut short (killed between writing the merged file and removing
+    the files it replaces), or two at once on an object store, leaves an ingest's
+    rows in two files, whole in each. Every reader takes each ingest's rows from the
+    first file holding it, as the SQL of docs/nightly.md does (``min(filename)``).
+    A file an ingest wrote holds the one ingest its name ends with; the ingests of
+    the others (merged ones) are read from ``footers`` (:func:`_runs_of`, read
+    when not given) or their ``ingest_id`` column.
+    """
+    by_directory: dict[str, list[str]] = {}
+    for path in files:
+        by_directory.setdefault(path.rsplit("/", 1)[0], []).append(path)
+    copies: dict[str, pa.Array[Any]] = {}
+    for paths in by_directory.values():
+        names = [path.rsplit("/", 1)[-1] for path in paths]
+        # An ingest's rows are in one partition; files an ingest wrote hold one each.
+        if len(paths) < 2 or all(_INGEST_FILE.match(name) for name in names):
+            continue
+        holders: set[str] = set()
+        for path in sorted(paths):
+            held = _ingests_of(where, path, (footers or {}).get(path))
+            if held & holders:
+                copies[path] = pa.array(sorted(held & holders), pa.string())
+            holders |= held
+    return copies
+
+
+def _ingests_of(where: Location, path: str, runs: pa.Table | None) -> set[str]:
+    """The ingests whose rows the file at ``path`` holds (see :func:`_copies`)."""
+    named = _INGEST_FILE.match(path.rsplit("/", 1)[-1])
+    if named:
+        return {named.group(1)}
+    if runs is None:
+        runs = _runs_of(where, path)
+    if runs is None:
+        runs = pq.read_table(path, columns=["ingest_id"], filesystem=where.fs)
+    return set(cast("list[str]", pc.unique(_text(runs["ingest_id"])).to_pylist()))
+
+
+def _own(copies: Mapping[str, pa.Array[Any]], path: str) -> pc.Expression | None:
+    """The filter of the rows the file at ``path`` gives (None: all of them)."""
+    if path not in copies:
+        return None
+    return pc.invert(pc.field("ingest_id").isin(copies[path]))
 
 
 def _text(column: Any) -> Any:
@@ -908,12 +1058,26 @@ def _unreadable(
             with where.fs.open_input_file(path) as handle:
                 pq.read_table(handle)
         except (OSError, pa.ArrowException) as error:
+            if _gone(where, path):
+                return HistoryError(
+                    f"{where.name}: cannot read history: {where.uri(path)} was "
+                    "removed while it was read (a history compact at the same "
+                    "time?); run again"
+                )
             return HistoryError(
                 f"{where.name}: cannot read history: {where.uri(path)} is not a "
                 f"readable Parquet file ({_first_line(error)}); move it out of the "
                 "history directory (or restore it from a backup) and run again"
             )
     return HistoryError(f"{where.name}: cannot read history: {_first_line(exc)}")
+
+
+def _gone(where: Location, path: str) -> bool:
+    """True when nothing is at ``path`` (any more)."""
+    try:
+        return bool(where.fs.get_file_info(path).type == pafs.FileType.NotFound)
+    except (OSError, pa.ArrowException):
+        return False
 
 
 def _first_line(exc: Exception) -> str:
