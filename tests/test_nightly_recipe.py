@@ -445,3 +445,31 @@ def test_a_slow_pair_fails_from_night_one(
             and "node01_node03" in case.get("name", "")
         ]
         assert any("pair_node01_node03.log" in name for name in failed), failed
+
+    # compare of the two nights' directories (night 3 healthy, night 4 slow) names
+    # the pair and fails; the median of the three pairs alone moves by 0.3 %.
+    compared = subprocess.run(
+        [sys.executable, "-m", "ncclparse", "compare", str(recipe.logs(3)),
+         str(recipe.logs(4)), "--fail-on-regression"],
+        capture_output=True, text=True, timeout=HANG,
+    )  # fmt: skip
+    assert compared.returncode == 3, compared.stdout + compared.stderr
+    verdict = compared.stdout.splitlines()[0]
+    assert verdict.startswith("verdict: regression (threshold 5%, ")
+    assert verdict.endswith(", worst run node01_node03 -40.0%)"), verdict
+    regressed = compared.stderr.splitlines()
+    assert len(regressed) == 2, compared.stderr  # out-of-place and in-place
+    assert all(line.startswith("Regressed: node01_node03: ") for line in regressed)
+    # The trend page over the history the recipe kept flags the pair's night 4.
+    page = tmp_path / "trend.html"
+    trended = subprocess.run(
+        [sys.executable, "-m", "ncclparse", "trend", "--history", str(recipe.history),
+         "--tag", "cluster=a3", "-o", str(page)],
+        capture_output=True, text=True, timeout=HANG,
+    )  # fmt: skip
+    assert trended.returncode == 0, trended.stderr
+    counted = re.search(r"(\d+) flagged point", trended.stderr)
+    assert counted, trended.stderr
+    flagged = int(counted.group(1))
+    assert flagged > 0, trended.stderr
+    assert page.read_text().count("<td>node01_node03</td>") == flagged
