@@ -36,7 +36,7 @@ def table_row_values(
             return values
         problem = table_row_problem(tokens, headers, columns)
         if problem is not None:
-            run.warn(line.number, f"{problem}: row not read")
+            run.refuse(line.number, problem, line.text)
             return None
     return read_table_row(run, line, tokens, headers, columns)
 

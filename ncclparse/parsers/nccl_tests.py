@@ -782,7 +782,7 @@ class _Parser:
         try:
             read = read_row(tokens, state.layout)
         except ImpossibleValue as exc:  # worded as the other parsers word it
-            run.warn(number, f"{exc}: row not read")
+            run.refuse(number, str(exc), " ".join(tokens))
             return None
         except RowError as exc:
             run.warn(number, f"unreadable data row: {exc}")
