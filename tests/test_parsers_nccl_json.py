@@ -121,6 +121,7 @@ def test_complete_run_fields() -> None:
         "nccl_algo": None,
         "nccl_proto": None,
         "algo_source": None,
+        "refused": [],
     }
 
 
