@@ -249,13 +249,19 @@ def test_uniband_without_time_is_refused_and_named() -> None:
     run = result.runs.to_pylist()[0]
     assert run["collectives"] == ["uniband", "biband"]
     assert run["warnings"] == [
-        f"lines {lines}: {name} table has no time column (IMB prints Mbytes/sec and "
-        "Msg/sec only; time_us cannot be null): row not read"
-        for lines, name in (
-            ("36, 37, 38, 39, 40", "Uniband"),
-            ("47, 48, 49, 50, 51", "Biband"),
-        )
+        *(
+            f"lines {lines}: {name} table has no time column (IMB prints Mbytes/sec "
+            "and Msg/sec only; time_us cannot be null): row not read"
+            for lines, name in (
+                ("36, 37, 38, 39, 40", "Uniband"),
+                ("47, 48, 49, 50, 51", "Biband"),
+            )
+        ),
+        # Its footer is there, but a run that read nothing is never complete.
+        "line 55: the run ended with its footer but no measurement row was read: "
+        "truncated, not complete",
     ]
+    assert run["status"] == "truncated"
 
 
 def test_p2p_invalid_benchmarks_are_warned() -> None:
@@ -630,3 +636,55 @@ def test_a_data_check_error_fails_the_run() -> None:
         "failed",
         ["line 35: Error Ireduce_scatter_pure,size = 4"],
     )
+
+
+HUAWEI = FIXTURES / "imb" / "imb_huawei-docs_pingpong_v4.1_indented4_np2.log"
+
+
+def test_a_paste_indented_as_a_whole_is_read() -> None:
+    """Every line four blanks in (a Markdown list item's code block): as printed."""
+    result = _parse(HUAWEI)
+    (run,) = result.runs.to_pylist()
+    assert (run["status"], run["nranks"], run["rows"]) == ("complete", 2, 24)
+    assert run["collectives"] == ["pingpong"]
+    assert run["tool_version"] == "4.1"
+    assert run["command"] == "/usr/mpi/gcc/openmpi-3.0.0rc6/tests/imb/IMB-MPI1 PingPong"
+    assert run["params"][-3:] == [
+        ("MPI_Datatype", "MPI_BYTE"),
+        ("MPI_Datatype for reductions", "MPI_FLOAT"),
+        ("MPI_Op", "MPI_SUM"),
+    ]
+    assert not [w for w in run["warnings"] if "unrecognised" in w]
+
+
+def _indented(text: str, prefix: str, *, every: int = 1) -> str:
+    """``text`` with ``prefix`` before every ``every``-th line IMB starts with #."""
+    lines = text.splitlines(keepends=True)
+    hashed = [i for i, line in enumerate(lines) if line.startswith("#")]
+    for i in hashed[::every]:
+        lines[i] = prefix + lines[i]
+    return "".join(lines)
+
+
+def _table(result: ncclparse.ParseResult) -> list[tuple[Any, ...]]:
+    return [
+        (r["line"], r["collective"], r["size_bytes"], r["time_us"], r["nranks"])
+        for r in result.measurements.to_pylist()
+    ]
+
+
+@pytest.mark.parametrize(
+    ("prefix", "every"), [("    ", 1), ("\t", 1), ("  ", 2), ("   ", 3)]
+)
+def test_indented_section_lines_keep_their_rows(prefix: str, every: int) -> None:
+    """Only IMB's own `#` lines indented (rows as IMB printed them), all of them or
+    some (a mixed paste): the same runs and rows as the log itself."""
+    path = FIXTURES / "imb" / "imb_bcast_reduce_rs_np4.log"
+    text = path.read_text()
+    want = _parse(path)
+    got = ncclparse.parse(_indented(text, prefix, every=every), name=path.name)
+    assert _table(got) == _table(want)
+    assert len(_table(got)) == 132
+    status = [(r["status"], r["nranks"]) for r in got.runs.to_pylist()]
+    assert status == [(r["status"], r["nranks"]) for r in want.runs.to_pylist()]
+    assert got.accounting[path.name] == want.accounting[path.name]

@@ -109,6 +109,10 @@ class Notes:
         return bool(self._groups)
 
 
+NO_ROWS = (
+    "the run ended with its footer but no measurement row was read: truncated, "
+    "not complete"
+)
 # A refused line is shown up to this many characters (its blanks squeezed).
 _REFUSED_TEXT = 100
 
@@ -331,6 +335,11 @@ class Collector:
                 run.warn(run.first_line, f"{name} out of range: not kept")
                 setattr(run, name, None)
         rows = self._add_rows(source, index, run)
+        if run.status == "complete" and not rows:
+            # The footer says the tool finished, yet nothing was read: the data is
+            # not complete (schema.md, runs ``status``).
+            run.status = "truncated"
+            run.warn(run.last_line or run.first_line, NO_ROWS)
         self._add_run(source, index, run, rows)
         if len(self._rows) >= BATCH_ROWS:
             self.flush()
