@@ -140,8 +140,8 @@ _PART = re.compile(r",\s*([\w-]{1,40} part)\b", re.ASCII)
 # Lines IMB prints, at the start of a line: prose that names the program (a README,
 # a SOURCES.md saying what a log is) is not its output.
 _SNIFF = re.compile(
-    r"^\s*#*\s*Intel\s?\(R\) MPI Benchmarks?(?: Suite)? V?\d|^\s*# Benchmarking \S+\s*$|"
-    r"^\s*# #processes = \d|^\s*Try \"IMB-\S+ -help\"",
+    r"^\s*#*\s*Intel\s?\(R\) MPI Benchmarks?(?: Suite)? V?\d|"
+    r"^\s*#-? Benchmarking \S+\s*$|^\s*# #processes = \d|^\s*Try \"IMB-\S+ -help\"",
     re.ASCII,
 )
 _RULE = re.compile(r"^#-{10,}\s*$", re.ASCII)
@@ -175,7 +175,13 @@ _DEFECT_TOLERANCE = 1e-2
 
 
 # Text that each match of _SNIFF holds (see oneccl._SNIFF_TEXT).
-_SNIFF_TEXT = ("(R) MPI Benchmark", "# Benchmarking ", "# #processes = ", 'Try "IMB-')
+_SNIFF_TEXT = (
+    "(R) MPI Benchmark",
+    "# Benchmarking ",
+    "#- Benchmarking ",
+    "# #processes = ",
+    'Try "IMB-',
+)
 
 
 def sniff(head: Sequence[Line]) -> bool:
