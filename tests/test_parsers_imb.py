@@ -37,8 +37,9 @@ def test_detected_and_every_line_accounted(path: Path) -> None:
     accounting = result.accounting[path.name]
     assert sum(accounting.values()) == len(path.read_text().splitlines())
     # Uniband/Biband rows print no time: not read, each warned (10 rows); the
-    # excerpts: a cut last line, and 7 rows of a table whose header was cut off.
-    warned = {"uniband": 10, "ucx-5906": 1, "libfabric-9772": 7}
+    # excerpts: a cut last line, and 7 rows of a table whose header was cut off;
+    # the mailing-list post: its shell prompt line.
+    warned = {"uniband": 10, "ucx-5906": 1, "libfabric-9772": 7, "users-2187": 1}
     assert accounting["warned"] == next(
         (n for key, n in warned.items() if key in path.name), 0
     )
@@ -688,3 +689,20 @@ def test_indented_section_lines_keep_their_rows(prefix: str, every: int) -> None
     status = [(r["status"], r["nranks"]) for r in got.runs.to_pylist()]
     assert status == [(r["status"], r["nranks"]) for r in want.runs.to_pylist()]
     assert got.accounting[path.name] == want.accounting[path.name]
+
+
+def test_open_mpi_fatal_error_fails_the_run() -> None:
+    path = FIXTURES / "imb" / "imb_ompi-users-2187_ext_v3.0_win_free_fatal_np2.log"
+    (run,) = _parse(path).runs.to_pylist()
+    assert (run["status"], run["rows"]) == ("failed", 0)
+    block = [
+        "*** An error occurred in MPI_Win_free",
+        "*** on win",
+        "*** MPI_ERR_RMA_SYNC: error while executing rma sync",
+        "*** MPI_ERRORS_ARE_FATAL (goodbye)",
+    ]
+    assert run["errors"] == [
+        *(f"line {28 + i}: [traszkan.ds7:10583] {t}" for i, t in enumerate(block)),
+        *(f"line {32 + i}: [traszkan.ds7:10584] {t}" for i, t in enumerate(block)),
+        "line 36: 1 additional process aborted (not shown)",
+    ]

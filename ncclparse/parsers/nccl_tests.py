@@ -84,7 +84,7 @@ from ._nccl_topology import (
     scan_line,
 )
 from ._noise import is_command, is_noise
-from ._signals import Signal
+from ._ompi import fatal_error
 from ._signals import classify as killed_by
 
 NAME = "nccl-tests"
@@ -418,7 +418,11 @@ class _Parser:
         ) or (TOOL_ERROR.match(body) and state.run):
             return self._failure(state, line.number, stripped)
         if (killed := killed_by(stripped)) is not None:
-            return self._killed(state, line.number, killed)
+            return self._ended(
+                state, line.number, killed.message, failure=killed.failure
+            )
+        if (fatal := fatal_error(stripped)) is not None:
+            return self._ended(state, line.number, fatal, failure=True)
         if "_perf" in stripped and _is_benchmark_command(stripped):
             self._command(state, line.number, stripped)
             return "noise"
@@ -637,15 +641,18 @@ class _Parser:
             run.timeout_s = int(timeout.group("s"))
         return "error"
 
-    def _killed(self, state: StreamState, number: int, killed: Signal) -> str:
-        """A launcher/shell line: a process died of a signal (rule in _signals)."""
+    def _ended(
+        self, state: StreamState, number: int, message: str, *, failure: bool
+    ) -> str:
+        """A launcher/shell line: a process died of a signal (rule in _signals), or
+        Open MPI aborted the job (_ompi: a failure)."""
         if state.run is None:  # another rank's stream: the main stream's run
             state = self.states.get(None) or state
         run = state.run
         if run is None:
             return "noise"  # no run to end: a launcher line, as before
-        run.error(number, killed.message)
-        if killed.failure:
+        run.error(number, message)
+        if failure:
             if run.status != "failed" and state.phase != "preamble":
                 state.phase = "footer"
             run.status = "failed"
