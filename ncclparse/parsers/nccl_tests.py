@@ -479,6 +479,7 @@ class _Parser:
                 run = self._opener(state, "starting", number)
             else:
                 run = self._current(state, number)
+                self._concluded(state, number, run)
             stem = match.group("name").split("_perf")[0]
             run.add_collective(BINARY_NAMES.get(stem))
         elif PARAMS.match(body):
@@ -629,6 +630,26 @@ class _Parser:
             run.status = "complete"
         state.phase = "footer"
         return "structure"
+
+    @staticmethod
+    def _concluded(state: StreamState, number: int, run: Run) -> None:
+        """`# Collective test concluded`, nccl-tests' last line, after a footer
+        without its `Avg bus bandwidth` line (trimmed from a paste): the run is
+        complete when its rows reach the parameter line's maxBytes."""
+        if not (
+            run.status == "truncated"
+            and state.phase == "footer"
+            and run.oob_values is not None
+            and run.avg_busbw_gbps is None
+            and state.copies == 1
+        ):
+            return
+        short = rows_short_of(run)
+        if short is None:
+            run.status = "complete"
+            run.warn(number, NO_AVERAGE)
+        else:
+            run.warn(number, f"no Avg bus bandwidth line, and {short}: truncated")
 
     def _failure(self, state: StreamState, number: int, stripped: str) -> str:
         """An error the tool printed: the run failed (timed out, with -T)."""
@@ -999,6 +1020,33 @@ def _plain_table(state: StreamState) -> bool:
     """Whether the stream is in a table whose next row, if plain, the native reader
     may read (no row waiting for its rest, no copies of the run to tell apart)."""
     return state.phase == "table" and state.pending is None and state.copies == 1
+
+
+NO_AVERAGE = (
+    "no Avg bus bandwidth line: complete, as the Out of bounds line and `Collective "
+    "test concluded` end the run and its rows reach maxBytes"
+)
+
+
+def rows_short_of(run: Run) -> str | None:
+    """Why the rows of ``run`` may not be all its sizes (None: they are): the next
+    size after its largest, by the parameter line's step, must exceed maxBytes."""
+    params = run.params
+    step = _STEP.match(params.get("step", ""))
+    maximum = params.get("maxBytes", "")
+    if step is None or not maximum.isdigit():
+        return "no parameter line tells the sizes to expect"
+    if run.spill is not None or not run.rows:
+        return "its rows cannot be checked against maxBytes"
+    largest = max(row["size_bytes"] for row in run.rows)
+    amount = int(step.group("n"))
+    following = largest * amount if step.group("kind") == "factor" else largest + amount
+    if following > int(maximum) and largest <= int(maximum):
+        return None
+    return f"its largest size {largest} is not the last before maxBytes {maximum}"
+
+
+_STEP = re.compile(r"^(?P<n>\d{1,19})\((?P<kind>factor|bytes)\)$", re.ASCII)
 
 
 def _is_benchmark_command(stripped: str) -> bool:
