@@ -356,7 +356,7 @@ def _data(run: Mapping[str, Any], rows: AnalysedRows) -> list[Finding]:
                 "data",
             )
         )
-    refused = run.get("refused") or ()
+    refused: Sequence[str] = run.get("refused") or []
     if len(refused):
         more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
         found.append(
