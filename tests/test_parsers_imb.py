@@ -706,3 +706,42 @@ def test_open_mpi_fatal_error_fails_the_run() -> None:
         *(f"line {32 + i}: [traszkan.ds7:10584] {t}" for i, t in enumerate(block)),
         "line 36: 1 additional process aborted (not shown)",
     ]
+
+
+def _dcheck_excerpt(*, processes: bool) -> str:
+    """The PingPong section of the real -DCHECK log, opened the way some -DCHECK
+    builds print it (`#- Benchmarking`), with no title or preamble before it."""
+    lines = (FIXTURES / "imb" / "imb_live_src-IMB-v2021.11_dcheck_np2.log").read_text()
+    section = lines.splitlines(keepends=True)[30:42]
+    assert section[1] == "# Benchmarking PingPong \n"
+    section[1] = "#- Benchmarking PingPong \n"
+    return "".join(s for s in section if processes or "#processes" not in s)
+
+
+def test_a_dcheck_excerpt_without_title_is_imb_output() -> None:
+    result = ncclparse.parse(_dcheck_excerpt(processes=True), name="x")
+    (run,) = result.runs.to_pylist()
+    assert (run["tool"], run["nranks"], run["rows"]) == ("imb", 2, 5)
+    assert run["collectives"] == ["pingpong"]
+    assert [r["time_us"] for r in result.measurements.to_pylist()] == [
+        1.68,
+        2.72,
+        3.88,
+        2.57,
+        1.81,
+    ]
+
+
+def test_a_dcheck_excerpt_without_process_count_reads_no_row() -> None:
+    # Some collectives' sizes depend on the process count: no row without it.
+    result = ncclparse.parse(_dcheck_excerpt(processes=False), name="x")
+    (run,) = result.runs.to_pylist()
+    assert (run["tool"], run["nranks"], run["rows"], run["status"]) == (
+        "imb",
+        None,
+        0,
+        "truncated",
+    )
+    assert run["warnings"][0] == (
+        "lines 5, 6, 7, 8, 9: PingPong table has no process count: not read"
+    )
