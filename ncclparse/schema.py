@@ -189,6 +189,9 @@ RUN_FIELDS: tuple[pa.Field[pa.DataType], ...] = (
     pa.field("nccl_algo", pa.string()),
     pa.field("nccl_proto", pa.string()),
     pa.field("algo_source", pa.string()),
+    # Measurement lines with an impossible value (negative, infinite or NaN time,
+    # ...), each with its line number, reason and text: data errors of the run.
+    pa.field("refused", pa.list_(pa.string()), nullable=False),
 )
 
 

@@ -269,7 +269,8 @@ def test_spark_ddl_of_the_runs() -> None:
         "NOT NULL, algorithms: ARRAY<STRING> NOT NULL>> NOT NULL, "
         "tuned ARRAY<STRUCT<collective: STRING, nccl_bytes: BIGINT NOT NULL, "
         "algorithm: STRING NOT NULL, protocol: STRING NOT NULL, channels: INT>> "
-        "NOT NULL, nccl_algo STRING, nccl_proto STRING, algo_source STRING"
+        "NOT NULL, nccl_algo STRING, nccl_proto STRING, algo_source STRING, "
+        "refused ARRAY<STRING> NOT NULL"
     )
 
 

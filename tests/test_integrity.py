@@ -55,3 +55,17 @@ def test_expected_collective_and_size_absent() -> None:
     assert cases[1] == f"fail alltoall: absent from every input ({derive.HEALTHY})"
     assert cases[2].endswith("expected size(s) absent: 16 GiB")
     assert cases[2].startswith("fail ")
+
+
+def test_a_refused_row_fails_the_run_naming_line_and_text() -> None:
+    # The 1 MiB row of the real log (line 49) with its out-of-place time -inf: the
+    # row is not read, and the run, complete with its footer, is not valid data.
+    text = derive.healthy().replace("    203.2 ", "     -inf ", 1)
+    result = ncclparse.parse(io.StringIO(text), name="night.log")
+    [case] = _cases(result, "integrity")
+    assert case == (
+        "fail night.log run 0 (hosts ztan-mig-235z, ztan-mig-gq73) all_reduce: data "
+        "error: 1 measurement line(s) with an impossible value, not read: line 49: "
+        "time -inf is not a possible time ('1048576 262144 float sum -1 -inf 5.16 "
+        "9.68 0 207.2 5.06 9.49 0')"
+    )

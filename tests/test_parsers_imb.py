@@ -37,8 +37,9 @@ def test_detected_and_every_line_accounted(path: Path) -> None:
     accounting = result.accounting[path.name]
     assert sum(accounting.values()) == len(path.read_text().splitlines())
     # Uniband/Biband rows print no time: not read, each warned (10 rows); the
-    # excerpts: a cut last line, and 7 rows of a table whose header was cut off.
-    warned = {"uniband": 10, "ucx-5906": 1, "libfabric-9772": 7}
+    # excerpts: a cut last line, and 7 rows of a table whose header was cut off;
+    # the mailing-list post: its shell prompt line.
+    warned = {"uniband": 10, "ucx-5906": 1, "libfabric-9772": 7, "users-2187": 1}
     assert accounting["warned"] == next(
         (n for key, n in warned.items() if key in path.name), 0
     )
@@ -249,13 +250,19 @@ def test_uniband_without_time_is_refused_and_named() -> None:
     run = result.runs.to_pylist()[0]
     assert run["collectives"] == ["uniband", "biband"]
     assert run["warnings"] == [
-        f"lines {lines}: {name} table has no time column (IMB prints Mbytes/sec and "
-        "Msg/sec only; time_us cannot be null): row not read"
-        for lines, name in (
-            ("36, 37, 38, 39, 40", "Uniband"),
-            ("47, 48, 49, 50, 51", "Biband"),
-        )
+        *(
+            f"lines {lines}: {name} table has no time column (IMB prints Mbytes/sec "
+            "and Msg/sec only; time_us cannot be null): row not read"
+            for lines, name in (
+                ("36, 37, 38, 39, 40", "Uniband"),
+                ("47, 48, 49, 50, 51", "Biband"),
+            )
+        ),
+        # Its footer is there, but a run that read nothing is never complete.
+        "line 55: the run ended with its footer but no measurement row was read: "
+        "truncated, not complete",
     ]
+    assert run["status"] == "truncated"
 
 
 def test_p2p_invalid_benchmarks_are_warned() -> None:
@@ -629,4 +636,112 @@ def test_a_data_check_error_fails_the_run() -> None:
     assert (run["status"], run["errors"]) == (
         "failed",
         ["line 35: Error Ireduce_scatter_pure,size = 4"],
+    )
+
+
+HUAWEI = FIXTURES / "imb" / "imb_huawei-docs_pingpong_v4.1_indented4_np2.log"
+
+
+def test_a_paste_indented_as_a_whole_is_read() -> None:
+    """Every line four blanks in (a Markdown list item's code block): as printed."""
+    result = _parse(HUAWEI)
+    (run,) = result.runs.to_pylist()
+    assert (run["status"], run["nranks"], run["rows"]) == ("complete", 2, 24)
+    assert run["collectives"] == ["pingpong"]
+    assert run["tool_version"] == "4.1"
+    assert run["command"] == "/usr/mpi/gcc/openmpi-3.0.0rc6/tests/imb/IMB-MPI1 PingPong"
+    assert run["params"][-3:] == [
+        ("MPI_Datatype", "MPI_BYTE"),
+        ("MPI_Datatype for reductions", "MPI_FLOAT"),
+        ("MPI_Op", "MPI_SUM"),
+    ]
+    assert not [w for w in run["warnings"] if "unrecognised" in w]
+
+
+def _indented(text: str, prefix: str, *, every: int = 1) -> str:
+    """``text`` with ``prefix`` before every ``every``-th line IMB starts with #."""
+    lines = text.splitlines(keepends=True)
+    hashed = [i for i, line in enumerate(lines) if line.startswith("#")]
+    for i in hashed[::every]:
+        lines[i] = prefix + lines[i]
+    return "".join(lines)
+
+
+def _table(result: ncclparse.ParseResult) -> list[tuple[Any, ...]]:
+    return [
+        (r["line"], r["collective"], r["size_bytes"], r["time_us"], r["nranks"])
+        for r in result.measurements.to_pylist()
+    ]
+
+
+@pytest.mark.parametrize(
+    ("prefix", "every"), [("    ", 1), ("\t", 1), ("  ", 2), ("   ", 3)]
+)
+def test_indented_section_lines_keep_their_rows(prefix: str, every: int) -> None:
+    """Only IMB's own `#` lines indented (rows as IMB printed them), all of them or
+    some (a mixed paste): the same runs and rows as the log itself."""
+    path = FIXTURES / "imb" / "imb_bcast_reduce_rs_np4.log"
+    text = path.read_text()
+    want = _parse(path)
+    got = ncclparse.parse(_indented(text, prefix, every=every), name=path.name)
+    assert _table(got) == _table(want)
+    assert len(_table(got)) == 132
+    status = [(r["status"], r["nranks"]) for r in got.runs.to_pylist()]
+    assert status == [(r["status"], r["nranks"]) for r in want.runs.to_pylist()]
+    assert got.accounting[path.name] == want.accounting[path.name]
+
+
+def test_open_mpi_fatal_error_fails_the_run() -> None:
+    path = FIXTURES / "imb" / "imb_ompi-users-2187_ext_v3.0_win_free_fatal_np2.log"
+    (run,) = _parse(path).runs.to_pylist()
+    assert (run["status"], run["rows"]) == ("failed", 0)
+    block = [
+        "*** An error occurred in MPI_Win_free",
+        "*** on win",
+        "*** MPI_ERR_RMA_SYNC: error while executing rma sync",
+        "*** MPI_ERRORS_ARE_FATAL (goodbye)",
+    ]
+    assert run["errors"] == [
+        *(f"line {28 + i}: [traszkan.ds7:10583] {t}" for i, t in enumerate(block)),
+        *(f"line {32 + i}: [traszkan.ds7:10584] {t}" for i, t in enumerate(block)),
+        "line 36: 1 additional process aborted (not shown)",
+    ]
+
+
+def _dcheck_excerpt(*, processes: bool) -> str:
+    """The PingPong section of the real -DCHECK log, opened the way some -DCHECK
+    builds print it (`#- Benchmarking`), with no title or preamble before it."""
+    lines = (FIXTURES / "imb" / "imb_live_src-IMB-v2021.11_dcheck_np2.log").read_text()
+    section = lines.splitlines(keepends=True)[30:42]
+    assert section[1] == "# Benchmarking PingPong \n"
+    section[1] = "#- Benchmarking PingPong \n"
+    return "".join(s for s in section if processes or "#processes" not in s)
+
+
+def test_a_dcheck_excerpt_without_title_is_imb_output() -> None:
+    result = ncclparse.parse(_dcheck_excerpt(processes=True), name="x")
+    (run,) = result.runs.to_pylist()
+    assert (run["tool"], run["nranks"], run["rows"]) == ("imb", 2, 5)
+    assert run["collectives"] == ["pingpong"]
+    assert [r["time_us"] for r in result.measurements.to_pylist()] == [
+        1.68,
+        2.72,
+        3.88,
+        2.57,
+        1.81,
+    ]
+
+
+def test_a_dcheck_excerpt_without_process_count_reads_no_row() -> None:
+    # Some collectives' sizes depend on the process count: no row without it.
+    result = ncclparse.parse(_dcheck_excerpt(processes=False), name="x")
+    (run,) = result.runs.to_pylist()
+    assert (run["tool"], run["nranks"], run["rows"], run["status"]) == (
+        "imb",
+        None,
+        0,
+        "truncated",
+    )
+    assert run["warnings"][0] == (
+        "lines 5, 6, 7, 8, 9: PingPong table has no process count: not read"
     )

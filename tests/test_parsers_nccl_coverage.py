@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import ncclparse
+from ncclparse.parsers._model import NO_ROWS
 from tests.conftest import FIXTURES
 
 UNSEEN = FIXTURES / "nccl_unseen"
@@ -133,7 +134,9 @@ def test_a_wrapped_row_whose_rest_never_comes_is_named() -> None:
     lines = _text(CORE).splitlines()
     text = "\n".join([*lines[:5], lines[5][:73], *lines[10:], ""])
     run = _run(text)
-    assert (run["rows"], run["status"]) == (0, "complete")
+    # Its footer is there, but a run that read nothing is never complete.
+    assert (run["rows"], run["status"]) == (0, "truncated")
+    assert run["warnings"][-1].endswith(f": {NO_ROWS}")
     assert (
         "line 6: unreadable data row: expected at least 11 fields, found 8"
         in (run["warnings"])

@@ -19,6 +19,7 @@ import pytest
 
 import ncclparse
 from ncclparse.parsers import PARSERS, SNIFF_LINES, numbered
+from ncclparse.parsers._model import NO_ROWS
 from tests.conftest import FIXTURES, NCCL_LOGS
 
 JSON_DIR = FIXTURES / "nccl_json"
@@ -121,6 +122,7 @@ def test_complete_run_fields() -> None:
         "nccl_algo": None,
         "nccl_proto": None,
         "algo_source": None,
+        "refused": [],
     }
 
 
@@ -180,7 +182,8 @@ def test_string_booleans_false_and_failed_checks() -> None:
     run = _run(ncclparse.parse(text))
     assert (run["oob_values"], run["oob_ok"]) == (3, False)
     assert (run["avg_busbw_gbps"], run["avg_busbw_ok"]) == (1.5, False)
-    assert run["status"] == "complete"
+    # No result object: a run that read nothing is never complete.
+    assert run["status"] == "truncated"
 
 
 def test_cpu_time_null_nwrong_nan_and_padded_root() -> None:
@@ -417,15 +420,16 @@ def test_rank_counts_beyond_the_bound_are_warned_not_allocated(
     assert time.monotonic() - start < 2
     assert run["warnings"] == [
         f"line 1: {shown} processes is more than 1048576 ranks: nranks and hosts "
-        "unknown"
+        "unknown",
+        f"line 1: {NO_ROWS}",  # no result object in the file
     ]
     assert (run["nranks"], run["hosts"], run["devices"]) == (None, [], [])
-    assert run["status"] == "complete"
+    assert run["status"] == "truncated"
 
 
 def test_the_rank_bound_itself_is_allowed() -> None:
     run = _run(ncclparse.parse(_config(1024, 512, 2), name="max.json"))
-    assert run["warnings"] == []
+    assert run["warnings"] == [f"line 1: {NO_ROWS}"]  # no result object
     assert run["nranks"] == 1 << 20
     assert run["hosts"][:: 1 << 19] == ["h0", "h1"]
 

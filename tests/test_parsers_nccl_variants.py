@@ -13,6 +13,7 @@ import pytest
 import ncclparse
 
 EXAMPLE = Path(__file__).parent.parent / "examples" / "all_reduce_16rank_2node_h100.log"
+FIXTURES = Path(__file__).parent / "fixtures"
 
 HEADER = """\
 #                                                              out-of-place                       in-place          
@@ -322,3 +323,55 @@ def test_failure_before_the_table_then_another_run() -> None:
         ),
         ("truncated", 2, []),
     ]
+
+
+# A real complete log (8 B to 8 GiB, `-f 2`) whose author kept the footer's last
+# line (`Collective test concluded`) but not its `Avg bus bandwidth` line.
+_AVERAGE = "# Avg bus bandwidth    : 70.742 \n"
+_CONCLUDED = "#\n# Collective test concluded: all_reduce_perf\n"
+
+
+def _without_average(*, drop_size: str | None = None) -> str:
+    text = (FIXTURES / "nccl" / _A3MEGA).read_text()
+    assert _AVERAGE in text
+    lines = text.replace(_AVERAGE, _CONCLUDED).splitlines(keepends=True)
+    return "".join(
+        line for line in lines if drop_size is None or not line.startswith(drop_size)
+    )
+
+
+_A3MEGA = "repo-ztan-a3mega_allreduce_16rank_2node_h100_complete.log"
+
+
+def test_concluded_without_average_is_complete_when_every_size_is_there() -> None:
+    (run,) = ncclparse.parse(_without_average(), name="x").runs.to_pylist()
+    assert (run["status"], run["rows"], run["avg_busbw_gbps"]) == ("complete", 62, None)
+    assert run["warnings"][-1] == (
+        "line 65: no Avg bus bandwidth line: complete, as the Out of bounds line and "
+        "`Collective test concluded` end the run and its rows reach maxBytes"
+    )
+
+
+def test_concluded_without_average_and_a_size_missing_is_truncated() -> None:
+    text = _without_average(drop_size="  8589934592")
+    (run,) = ncclparse.parse(text, name="x").runs.to_pylist()
+    assert (run["status"], run["rows"]) == ("truncated", 60)
+    assert run["warnings"][0] == (
+        "line 64: no Avg bus bandwidth line, and its largest size 4294967296 is not "
+        "the last before maxBytes 8589934592: truncated"
+    )
+
+
+def test_concluded_without_average_or_parameter_line_is_truncated() -> None:
+    # The real RCCL fragment (last 4 rows and footer) with its average line cut.
+    text = (FIXTURES / "nccl" / _RCCL_FRAGMENT).read_text()
+    text = text.replace("# Avg bus bandwidth    : 142.652 \n", "")
+    (run,) = ncclparse.parse(text, name="x").runs.to_pylist()
+    assert run["status"] == "truncated"
+    assert (
+        "line 8: no Avg bus bandwidth line, and no parameter line tells the sizes "
+        "to expect: truncated"
+    ) in run["warnings"]
+
+
+_RCCL_FRAGMENT = "rccl-2078_allreduce_rccl_footer_asterisks_concluded_fragment.log"

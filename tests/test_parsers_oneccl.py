@@ -26,6 +26,7 @@ from ncclparse.parsers import (
     oneccl,
     oneccl_csv,
 )
+from ncclparse.parsers._model import NO_ROWS
 from tests.conftest import string_lists
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -426,8 +427,13 @@ def test_2021_1_unordered_loop_is_complete_with_every_passed() -> None:
     section = "\ndtype: float32\nreduction: sum\n\ndo unordered test\n"
     done = ncclparse.parse(head + section + "PASSED\n\n", name="x").runs
     cut = ncclparse.parse(head + section, name="x").runs
-    assert done.column("status").to_pylist() == ["complete"]
+    # No table, so no row: never complete; its warnings say the run ended.
+    assert done.column("status").to_pylist() == ["truncated"]
     assert cut.column("status").to_pylist() == ["truncated"]
+    ((*_, last),) = string_lists(done, "warnings")
+    assert last.endswith(NO_ROWS)
+    (warnings,) = string_lists(cut, "warnings")
+    assert not any(w.endswith(NO_ROWS) for w in warnings)
 
 
 def test_2021_1_csv_times_are_per_collective_and_sum_to_the_group() -> None:

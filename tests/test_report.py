@@ -183,6 +183,20 @@ def test_failed_run_lists_every_error_with_source_and_line() -> None:
     assert "error 15 HCA-22: Test NCCL failure common.c" in page.all_text
 
 
+def test_refused_row_makes_the_verdict_a_data_error() -> None:
+    text = derive.healthy().replace("    203.2 ", "     -inf ", 1)
+    context = build_context(ncclparse.parse(text, name="night.log"))
+    (run,) = context.runs
+    assert run.verdict.label == "FAIL"
+    assert run.verdict.headline == (
+        "data error: a measurement line with an impossible value was not read: "
+        "line 49: time -inf is not a possible time ('1048576 262144 float sum -1 "
+        "-inf 5.16 9.68 0 207.2 5.06 9.49 0')"
+    )
+    page = Page(render_report(context))
+    assert run.verdict.headline in page.all_text
+
+
 def test_several_inputs_get_an_overlay_and_a_comparison() -> None:
     logs = [
         H100,

@@ -16,9 +16,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 import ncclparse
-from ncclparse.parsers import _signals
+from ncclparse.parsers import _ompi, _signals
 
 ROOT = Path(__file__).parent.parent
+FIXTURES_IMB = ROOT / "tests" / "fixtures" / "imb"
 
 
 @pytest.mark.parametrize(
@@ -199,3 +200,49 @@ def test_the_cheap_test_lets_every_signal_line_through(pieces: list[str]) -> Non
         text
     ):
         assert _signals._hinted(text)
+
+
+# Open MPI's fatal-error block as nccl-tests issue #180 shows it (all_reduce_perf
+# under `mpirun -np 4`, an MPI_Allgather that failed), then mpirun's own lines.
+OMPI_FATAL = (
+    "[10-192-80-132:07356] *** An error occurred in MPI_Allgather\n"
+    "[10-192-80-132:07356] *** reported by process [1740308481,1]\n"
+    "[10-192-80-132:07356] *** on communicator MPI_COMM_WORLD\n"
+    "[10-192-80-132:07356] *** MPI_ERR_OTHER: known error not in list\n"
+    "[10-192-80-132:07356] *** MPI_ERRORS_ARE_FATAL (processes in this "
+    "communicator will now abort,\n"
+    "[10-192-80-132:07356] ***    and potentially your MPI job)\n"
+    "3 more processes aborted (not shown)\n"
+    "mpirun has exited due to process rank 1 with PID 0 on\n"
+)
+
+
+@pytest.mark.parametrize("tool", ["nccl-tests", "imb"])
+def test_open_mpi_fatal_error_fails_the_run(tool: str) -> None:
+    if tool == "imb":
+        text = (FIXTURES_IMB / "imb_allreduce_np2.log").read_text()
+        head = text[: text.index("# All processes entering MPI_Finalize")]
+    else:
+        head = _nccl_without_footer()
+    result = ncclparse.parse(head + OMPI_FATAL, name="x")
+    (run,) = result.runs.to_pylist()
+    assert run["status"] == "failed"
+    first = head.count("\n") + 1
+    assert run["errors"] == [
+        f"line {first + i}: {text}" for i, text in enumerate(OMPI_FATAL.splitlines())
+    ]
+    assert result.accounting["x"]["error"] == 8
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[gpu01:193313] *** Process received signal ***",
+        "[gpu01:193313] *** End of error message ***",
+        "slurmstepd: error: *** STEP 1.0 ON n1 CANCELLED AT 2024-01-01T00:00:00 ***",
+        "# *** only a comment",
+        "mpirun has exited",
+    ],
+)
+def test_other_lines_are_not_open_mpi_fatal_errors(line: str) -> None:
+    assert _ompi.fatal_error(line) is None

@@ -253,9 +253,49 @@ def test_impossible_values_are_named_and_not_read(text: str, warning: str) -> No
     _check(text, warning)
 
 
+@pytest.mark.parametrize(("text", "warning"), IMPOSSIBLE.values(), ids=list(IMPOSSIBLE))
+def test_impossible_values_are_refused_lines_of_the_run(
+    text: str, warning: str
+) -> None:
+    # The warning's line and reason, with the printed line (blanks squeezed) after.
+    result = ncclparse.parse(text, name="case")
+    refused = [r for rs in string_lists(result.runs, "refused") for r in rs]
+    cited = int(warning.split(":")[0].removeprefix("line "))
+    reason = warning.removesuffix(": row not read")
+    if text.startswith("{"):  # JSON: the result object by its size and times
+        assert len(refused) == 1
+        assert refused[0].startswith(f"{reason} ('size ")
+        return
+    printed = " ".join(text.splitlines()[cited - 1].split())
+    shown = printed if len(printed) <= 100 else printed[:100] + "..."
+    assert refused == [f"{reason} ({shown!r})"]
+
+
+def test_refused_json_result_is_named_by_its_size_and_times() -> None:
+    text, _ = IMPOSSIBLE["json-time-negative"]
+    (run,) = ncclparse.parse(text, name="case").runs.to_pylist()
+    assert run["refused"] == [
+        "line 1: time -5.3 is not a possible time ('size 1048576, count 262144, "
+        "type float, redop sum, root -1, out_of_place time -5.3')"
+    ]
+
+
+def test_refused_line_of_a_real_nccl_log() -> None:
+    text = _fixture(REAL, 40, "   125.8 ", "    -inf ")
+    (run,) = ncclparse.parse(text, name="case").runs.to_pylist()
+    assert run["refused"] == [
+        "line 40: time -inf is not a possible time ('2048 512 float sum -1 -inf 0.02 "
+        "0.03 0 124.6 0.02 0.03 0')"
+    ]
+    assert run["status"] == "complete"
+
+
 @pytest.mark.parametrize(("text", "warning"), NON_ASCII.values(), ids=list(NON_ASCII))
 def test_non_ascii_digits_are_not_numbers(text: str, warning: str) -> None:
     _check(text, warning)
+    # No number, so no impossible value: not refused.
+    refused = string_lists(ncclparse.parse(text, name="case").runs, "refused")
+    assert [r for rs in refused for r in rs] == []
 
 
 REAL = "nccl/repo-ztan-a3mega_allreduce_16rank_2node_h100_complete.log"

@@ -3,7 +3,8 @@
 A missing, empty or unrecognised input, no run in any input, a failed or truncated
 run, tool errors, out-of-bounds FAILED, ``#wrong`` > 0 (nccl-tests' count, not the old
 max-deviation column), a printed bandwidth that size and time contradict, a run
-without rows, an expected collective or size absent, a series of the history baseline
+without rows, a measurement line with an impossible value (runs ``refused``), an
+expected collective or size absent, a series of the history baseline
 absent, a history that gives no baseline at all: each is a failed case naming the
 source, run, hosts and collective, or what was looked for and what was found.
 """
@@ -69,6 +70,13 @@ def integrity_case(
     if run["avg_busbw_ok"] is False:
         problems.append(
             f"average bus bandwidth {run['avg_busbw_gbps']} FAILED its minimum"
+        )
+    refused = list(run.get("refused") or ())
+    if refused:
+        more = f" (+{len(refused) - 3} more)" if len(refused) > 3 else ""
+        problems.append(
+            f"data error: {len(refused)} measurement line(s) with an impossible "
+            f"value, not read: {'; '.join(refused[:3])}{more}"
         )
     count = mine["wrong"].to_numpy(dtype=float, na_value=np.nan)
     at = np.flatnonzero((mine["wrong_kind"].to_numpy() == "count") & (count > 0))

@@ -2,7 +2,8 @@
 
 One function, :func:`judge_run`, used by the report, the Markdown summary and
 ``ncclparse check``. A verdict is the most severe of its findings: the run's status
-(failed, truncated), data errors (``#wrong`` > 0, out-of-bounds values, printed busbw
+(failed, truncated), data errors (``#wrong`` > 0, out-of-bounds values, measurement
+lines with an impossible value (runs ``refused``), printed busbw
 disagreeing with the recomputed one) and, per block (a series with both placements):
 
 * the median efficiency of the plateau sizes against the ideal, judged with the
@@ -364,6 +365,17 @@ def _data(run: Mapping[str, Any], rows: AnalysedRows) -> list[Finding]:
                 f"data errors: {int(wrong.sum())} measurements with #wrong > 0 "
                 f"(first: {format_bytes(first['size_bytes'])} {first['placement']}, "
                 f"line {first['line']})",
+                "data",
+            )
+        )
+    refused: Sequence[str] = run.get("refused") or []
+    if len(refused):
+        more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+        found.append(
+            Finding(
+                "bad",
+                f"data error: a measurement line with an impossible value was not "
+                f"read: {refused[0]}{more}",
                 "data",
             )
         )

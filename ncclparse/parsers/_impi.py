@@ -3,7 +3,8 @@
 Both tools usually run under Intel MPI's ``mpirun``; its debug output
 (``I_MPI_DEBUG``), launcher messages and ``BAD TERMINATION`` boxes can appear
 anywhere in their logs. Lines of other launchers, Slurm or a shell reporting a
-process killed by a signal are recognised here too (the rule is in ``_signals``).
+process killed by a signal are recognised here too (the rule is in ``_signals``), and
+Open MPI's fatal-error output (``_ompi``).
 """
 
 from __future__ import annotations
@@ -11,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from . import _signals
+from . import _ompi, _signals
 
 # `[0] MPI startup(): ...`: the `[0] ` rank prefix is already stripped by _lines.
 _STARTUP = "MPI startup():"
@@ -93,6 +94,10 @@ def classify(text: str) -> MpiLine | None:
     killed = _signals.classify(text)
     if killed is not None:
         return MpiLine("error", killed.message, killed.failure)
+    # Open MPI aborting the job after an MPI error (`*** An error occurred in ...`).
+    fatal = _ompi.fatal_error(text.strip())
+    if fatal is not None:
+        return MpiLine("error", fatal, True)
     return None
 
 

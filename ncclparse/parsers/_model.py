@@ -109,6 +109,13 @@ class Notes:
         return bool(self._groups)
 
 
+NO_ROWS = (
+    "the run ended with its footer but no measurement row was read: truncated, "
+    "not complete"
+)
+# A refused line is shown up to this many characters (its blanks squeezed).
+_REFUSED_TEXT = 100
+
 # A run keeps its first KEEP_ROWS rows in memory (what inference reads); beyond them
 # rows go to a RowSpill in chunks of SPILL_ROWS.
 KEEP_ROWS = 4_096
@@ -158,6 +165,9 @@ class Run:
     timeout_s: int | None = None  # nccl-tests -T: `Test timeout (Ns)` ended the run
     errors: Notes = field(default_factory=lambda: Notes(grouped=False))
     warnings: Notes = field(default_factory=Notes)
+    # Measurement lines holding a value no measurement can have (schema.md, runs
+    # ``refused``): a data error of the run, not only a warning.
+    refused: Notes = field(default_factory=lambda: Notes(grouped=False))
     # The first KEEP_ROWS rows (what inference reads), then those not yet spilled.
     rows: list[dict[str, Any]] = field(default_factory=list)
     spill: RowSpill | None = None  # the rows after the first KEEP_ROWS
@@ -174,6 +184,16 @@ class Run:
 
     def error(self, line: int, message: str) -> None:
         self.errors.add(f"line {line}", message)
+
+    def refuse(self, line: int | str, reason: str, text: str) -> None:
+        """A measurement line (or JSON result, ``lines N-M``) that holds an
+        impossible value: ``reason`` (``time -inf is not a possible time``) in the
+        warnings, with the ``text`` it was printed as in ``refused`` too."""
+        self.warn(line, f"{reason}: row not read")
+        where = f"line {line}" if isinstance(line, int) else line
+        shown = " ".join(text.split())
+        shown = shown if len(shown) <= _REFUSED_TEXT else shown[:_REFUSED_TEXT] + "..."
+        self.refused.add(where, f"{reason} ({shown!r})")
 
     def add_row(self, row: dict[str, Any], *, in_range: bool = False) -> None:
         """Append a measurement row; beyond KEEP_ROWS rows they go to a spill file.
@@ -315,6 +335,11 @@ class Collector:
                 run.warn(run.first_line, f"{name} out of range: not kept")
                 setattr(run, name, None)
         rows = self._add_rows(source, index, run)
+        if run.status == "complete" and not rows:
+            # The footer says the tool finished, yet nothing was read: the data is
+            # not complete (schema.md, runs ``status``).
+            run.status = "truncated"
+            run.warn(run.last_line or run.first_line, NO_ROWS)
         self._add_run(source, index, run, rows)
         if len(self._rows) >= BATCH_ROWS:
             self.flush()
@@ -427,6 +452,7 @@ class Collector:
             "oob_values": run.oob_values,
             "errors": run.errors.texts(),
             "warnings": run.warnings.texts(),
+            "refused": run.refused.texts(),
             "command": run.command,
             "oob_ok": run.oob_ok,
             "avg_busbw_ok": run.avg_busbw_ok,

@@ -35,7 +35,10 @@ def table_row_values(
         if values is not None:
             return values
         problem = table_row_problem(tokens, headers, columns)
-        if problem is not None:
+        if problem is not None and all(t.isascii() for t in tokens):
+            run.refuse(line.number, problem, line.text)
+            return None
+        if problem is not None:  # other digits: no number, so no impossible value
             run.warn(line.number, f"{problem}: row not read")
             return None
     return read_table_row(run, line, tokens, headers, columns)

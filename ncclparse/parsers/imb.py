@@ -15,8 +15,11 @@ too: ``-multi`` groups (``Multi-<name>``, ``nranks`` the group size, ``params``
 ``MODE: AGGREGATE`` / ``NON-AGGREGATE`` sections of IMB-RMA, IMB-EXT and IMB-IO
 (``params`` ``MODE``) and IMB-MT's thread count (``params`` ``threads``).
 
-Status: ``failed`` when IMB or MPI reported an error, ``complete`` after
-``# All processes entering MPI_Finalize``, otherwise ``truncated``; IMB-MT prints no
+Lines are read whatever blanks a paste puts before them (a Markdown list item
+indents a whole log, or only some of its lines). Status: ``failed`` when IMB or MPI
+reported an error, ``complete`` after ``# All processes entering MPI_Finalize``
+(unless no row was read: then ``truncated``, as for every tool), otherwise
+``truncated``; IMB-MT prints no
 such line, so its launches that end with a whole line and no error are ``complete``,
 with a warning saying so. IMB prints no algbw/busbw for collectives (left null); the
 point-to-point ``Mbytes/sec`` (10^6 bytes/s, IMB's own throughput: X/t for PingPong
@@ -137,11 +140,13 @@ _PART = re.compile(r",\s*([\w-]{1,40} part)\b", re.ASCII)
 # Lines IMB prints, at the start of a line: prose that names the program (a README,
 # a SOURCES.md saying what a log is) is not its output.
 _SNIFF = re.compile(
-    r"^\s*#*\s*Intel\s?\(R\) MPI Benchmarks?(?: Suite)? V?\d|^# Benchmarking \S+\s*$|"
-    r"^# #processes = \d|^\s*Try \"IMB-\S+ -help\"",
+    r"^\s*#*\s*Intel\s?\(R\) MPI Benchmarks?(?: Suite)? V?\d|"
+    r"^\s*#-? Benchmarking \S+\s*$|^\s*# #processes = \d|^\s*Try \"IMB-\S+ -help\"",
     re.ASCII,
 )
 _RULE = re.compile(r"^#-{10,}\s*$", re.ASCII)
+# What a paste may put before IMB's lines (read after Intel MPI's, which keep theirs).
+_INDENT = " \t"
 # `#- Benchmarking` is said to open sections of -DCHECK builds (no such binary here).
 _BENCHMARKING = re.compile(r"^#-? Benchmarking (\S+)\s*$", re.ASCII)
 _PROCESSES = re.compile(
@@ -170,7 +175,13 @@ _DEFECT_TOLERANCE = 1e-2
 
 
 # Text that each match of _SNIFF holds (see oneccl._SNIFF_TEXT).
-_SNIFF_TEXT = ("(R) MPI Benchmark", "# Benchmarking ", "# #processes = ", 'Try "IMB-')
+_SNIFF_TEXT = (
+    "(R) MPI Benchmark",
+    "# Benchmarking ",
+    "#- Benchmarking ",
+    "# #processes = ",
+    'Try "IMB-',
+)
 
 
 def sniff(head: Sequence[Line]) -> bool:
@@ -360,6 +371,11 @@ class _Parser:
                 hosts.extend([None] * (rank + 1 - len(hosts)))
                 hosts[rank] = host
             return mpi.kind
+        if text[:1] in _INDENT:
+            # IMB starts its own lines at the margin: this one is pasted indented (a
+            # Markdown list item or code block), as a whole or alone.
+            text = text.lstrip(_INDENT)
+            line = line._replace(text=text)
         kind = self._content(launch, run, line)
         self.rule = line.number if _RULE.match(text) else 0
         return kind

@@ -84,7 +84,7 @@ from ._nccl_topology import (
     scan_line,
 )
 from ._noise import is_command, is_noise
-from ._signals import Signal
+from ._ompi import fatal_error
 from ._signals import classify as killed_by
 
 NAME = "nccl-tests"
@@ -418,7 +418,11 @@ class _Parser:
         ) or (TOOL_ERROR.match(body) and state.run):
             return self._failure(state, line.number, stripped)
         if (killed := killed_by(stripped)) is not None:
-            return self._killed(state, line.number, killed)
+            return self._ended(
+                state, line.number, killed.message, failure=killed.failure
+            )
+        if (fatal := fatal_error(stripped)) is not None:
+            return self._ended(state, line.number, fatal, failure=True)
         if "_perf" in stripped and _is_benchmark_command(stripped):
             self._command(state, line.number, stripped)
             return "noise"
@@ -475,6 +479,7 @@ class _Parser:
                 run = self._opener(state, "starting", number)
             else:
                 run = self._current(state, number)
+                self._concluded(state, number, run)
             stem = match.group("name").split("_perf")[0]
             run.add_collective(BINARY_NAMES.get(stem))
         elif PARAMS.match(body):
@@ -626,6 +631,26 @@ class _Parser:
         state.phase = "footer"
         return "structure"
 
+    @staticmethod
+    def _concluded(state: StreamState, number: int, run: Run) -> None:
+        """`# Collective test concluded`, nccl-tests' last line, after a footer
+        without its `Avg bus bandwidth` line (trimmed from a paste): the run is
+        complete when its rows reach the parameter line's maxBytes."""
+        if not (
+            run.status == "truncated"
+            and state.phase == "footer"
+            and run.oob_values is not None
+            and run.avg_busbw_gbps is None
+            and state.copies == 1
+        ):
+            return
+        short = rows_short_of(run)
+        if short is None:
+            run.status = "complete"
+            run.warn(number, NO_AVERAGE)
+        else:
+            run.warn(number, f"no Avg bus bandwidth line, and {short}: truncated")
+
     def _failure(self, state: StreamState, number: int, stripped: str) -> str:
         """An error the tool printed: the run failed (timed out, with -T)."""
         run = self._current(state, number)
@@ -637,15 +662,18 @@ class _Parser:
             run.timeout_s = int(timeout.group("s"))
         return "error"
 
-    def _killed(self, state: StreamState, number: int, killed: Signal) -> str:
-        """A launcher/shell line: a process died of a signal (rule in _signals)."""
+    def _ended(
+        self, state: StreamState, number: int, message: str, *, failure: bool
+    ) -> str:
+        """A launcher/shell line: a process died of a signal (rule in _signals), or
+        Open MPI aborted the job (_ompi: a failure)."""
         if state.run is None:  # another rank's stream: the main stream's run
             state = self.states.get(None) or state
         run = state.run
         if run is None:
             return "noise"  # no run to end: a launcher line, as before
-        run.error(number, killed.message)
-        if killed.failure:
+        run.error(number, message)
+        if failure:
             if run.status != "failed" and state.phase != "preamble":
                 state.phase = "footer"
             run.status = "failed"
@@ -782,7 +810,7 @@ class _Parser:
         try:
             read = read_row(tokens, state.layout)
         except ImpossibleValue as exc:  # worded as the other parsers word it
-            run.warn(number, f"{exc}: row not read")
+            run.refuse(number, str(exc), " ".join(tokens))
             return None
         except RowError as exc:
             run.warn(number, f"unreadable data row: {exc}")
@@ -992,6 +1020,33 @@ def _plain_table(state: StreamState) -> bool:
     """Whether the stream is in a table whose next row, if plain, the native reader
     may read (no row waiting for its rest, no copies of the run to tell apart)."""
     return state.phase == "table" and state.pending is None and state.copies == 1
+
+
+NO_AVERAGE = (
+    "no Avg bus bandwidth line: complete, as the Out of bounds line and `Collective "
+    "test concluded` end the run and its rows reach maxBytes"
+)
+
+
+def rows_short_of(run: Run) -> str | None:
+    """Why the rows of ``run`` may not be all its sizes (None: they are): the next
+    size after its largest, by the parameter line's step, must exceed maxBytes."""
+    params = run.params
+    step = _STEP.match(params.get("step", ""))
+    maximum = params.get("maxBytes", "")
+    if step is None or not maximum.isdigit():
+        return "no parameter line tells the sizes to expect"
+    if run.spill is not None or not run.rows:
+        return "its rows cannot be checked against maxBytes"
+    largest = max(row["size_bytes"] for row in run.rows)
+    amount = int(step.group("n"))
+    following = largest * amount if step.group("kind") == "factor" else largest + amount
+    if following > int(maximum) and largest <= int(maximum):
+        return None
+    return f"its largest size {largest} is not the last before maxBytes {maximum}"
+
+
+_STEP = re.compile(r"^(?P<n>\d{1,19})\((?P<kind>factor|bytes)\)$", re.ASCII)
 
 
 def _is_benchmark_command(stripped: str) -> bool:

@@ -254,7 +254,9 @@ class _Reader:
         try:
             rows = _rows(result, first)
         except ImpossibleValue as exc:
-            self.warn_span(run, first, last, f"{exc}: row not read")
+            where = f"line {first}" if first == last else f"lines {first}-{last}"
+            run.refuse(where, str(exc), _result_text(result))
+            self.mark(first, last, "warned")
             return
         except (AttributeError, TypeError, ValueError, KeyError) as exc:
             self.warn_span(run, first, last, f"unreadable result object: {exc!r}")
@@ -424,6 +426,16 @@ def _rows(result: dict[str, Any], line: int) -> list[dict[str, Any]]:
             raise ImpossibleValue(reason)
         rows.append(row)
     return rows
+
+
+def _result_text(result: dict[str, Any]) -> str:
+    """What identifies a result object: its size and placements' times."""
+    named = {k: result.get(k) for k in ("size", "count", "type", "redop", "root")}
+    for key, _ in _PLACEMENTS:
+        block = result.get(key)
+        if isinstance(block, dict):
+            named[f"{key} time"] = block.get("time", block.get("cpu_time"))
+    return ", ".join(f"{k} {v}" for k, v in named.items() if v is not None)
 
 
 def _per_iteration(iters: dict[str, Any]) -> dict[str, Any]:

@@ -150,7 +150,7 @@ def _values(
         return None
     reason = impossible(values, shown)
     if reason is not None:
-        run.warn(number, f"{reason}: row not read")
+        run.refuse(number, reason, ",".join(fields))
         return None
     return values
 
