@@ -43,6 +43,7 @@ from ncclparse.health.integrity import (
     baseline_cases,
     expect_cases,
     history_expect_cases,
+    history_off_case,
     input_case,
     integrity_case,
     misprinted_by_run,
@@ -180,7 +181,7 @@ def check(
         chosen = select_baseline(
             history, rules.history, tags=tags, exclude_keys=exclude_keys, today=today
         )
-        if chosen.selected:
+        if chosen.selected and rules.history.enabled:
             base = chosen.table
         if base is not None and expect_history:
             cases += history_expect_cases(rows, base, rules.history)
@@ -191,9 +192,12 @@ def check(
             if rule.collective in (None, key[3]):
                 cases.append(_rule_case(rule, context(key, runs), group))
     if chosen is not None:
-        cases += baseline_cases(
-            chosen, rules.history, first_night=first_night, name=history_name
-        )
+        if rules.history.enabled:
+            cases += baseline_cases(
+                chosen, rules.history, first_night=first_night, name=history_name
+            )
+        else:
+            cases.append(history_off_case(rules.origin))
         logs = len(set(result.measurements.column("source").to_pylist()))
         cases += stale_inputs_case(chosen, logs)
     if base is not None:

@@ -28,6 +28,7 @@ __all__ = [
     "baseline_cases",
     "expect_cases",
     "history_expect_cases",
+    "history_off_case",
     "input_case",
     "integrity_case",
     "misprinted_by_run",
@@ -262,6 +263,15 @@ def baseline_cases(
             Case("history", "baseline window", "skip", message, checked=len(chosen.old))
         )
     return cases
+
+
+def history_off_case(origin: str | None) -> Case:
+    """The skipped ``history`` case of a check whose rules switch history judging
+    off (``[history] enabled = false`` in the rules file ``origin``): said in every
+    output, so that an alert that cannot fire is seen."""
+    where = f" in {origin}" if origin else ""
+    message = f"history judging switched off by [history] enabled = false{where}"
+    return Case("history", "baseline", "skip", message)
 
 
 def stale_inputs_case(chosen: Selection, logs: int) -> list[Case]:
