@@ -496,6 +496,69 @@ def test_invalid_rules_file_exits_2(runner: CliRunner, tmp_path: Path) -> None:
     assert "'metric' must be one of efficiency, busbw_gbps, time_us" in result.stderr
 
 
+def _slower_tonight(tmp_path: Path) -> Path:
+    """Derived: night 9's jitter with every size from 1 MiB up 15 % slower."""
+    tonight = tmp_path / "tonight.log"
+    factor = derive.jitter(9)
+    tonight.write_text(
+        derive.scale(
+            derive.healthy(), lambda s: factor(s) * (1.15 if s >= 2**20 else 1)
+        )
+    )
+    return tonight
+
+
+@pytest.mark.parametrize(
+    ("history", "reason"),
+    [
+        ("window = 3", "window: 3 is below min_runs 5"),
+        ("window = 0", "window: expected a whole number from 1 to 1000, got 0"),
+        ("min_runs = 100000",
+         "min_runs: expected a whole number from 1 to 1000, got 100000"),
+    ],
+)  # fmt: skip
+def test_rules_that_would_switch_history_off_exit_2(
+    runner: CliRunner, tmp_path: Path, history: str, reason: str
+) -> None:
+    """Each made a 15 %-slower log pass (exit 0) before: history judged nothing."""
+    base = _history(runner, tmp_path, nights=6)
+    rules = _rules(tmp_path, f"[history]\n{history}\n")
+    json_path = tmp_path / "out.json"
+    args = [str(_slower_tonight(tmp_path)), "--history", str(base), "--tag",
+            "cluster=a", "--rules", str(rules), "--json", str(json_path), *A3_MEGA]  # fmt: skip
+    result = runner.invoke(cli, ["check", *args])
+    assert result.exit_code == 2, result.output
+    assert f"Error: Invalid value for '--rules': {rules}: [history] {reason}" in (
+        " ".join(result.stderr.split())
+    )
+
+
+def test_history_switched_off_is_said_in_the_outputs(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    base = _history(runner, tmp_path, nights=6)
+    tonight = [str(_slower_tonight(tmp_path)), "--history", str(base), "--tag",
+               "cluster=a", *A3_MEGA]  # fmt: skip
+    result, document = _check(runner, tmp_path, *tonight)
+    assert result.exit_code == 1  # judged: the 15 % drop is a regression
+    assert len(_failed(document, "history")) == 2
+    rules = _rules(tmp_path, "[history]\nenabled = false\n")
+    result, document = _check(runner, tmp_path, *tonight, "--rules", str(rules))
+    assert result.exit_code == 0, result.stdout
+    assert _baseline(document) == [
+        ("baseline", "skip",
+         f"history judging switched off by [history] enabled = false in {rules}"),
+    ]  # fmt: skip
+    assert [c for c in document["cases"] if c["rule"] == "history"] == [
+        c for c in document["cases"] if c["name"] == "baseline"
+    ]
+    note = f"Note: history judging switched off by [history] enabled = false in {rules}"
+    assert note in result.stderr.splitlines()
+    assert f'<skipped message="{note.removeprefix("Note: ")}" />' in (
+        (tmp_path / "out.xml").read_text()
+    )
+
+
 def test_compare_cli_regression_exit_and_formats(
     runner: CliRunner, tmp_path: Path
 ) -> None:
