@@ -496,6 +496,26 @@ def test_invalid_rules_file_exits_2(runner: CliRunner, tmp_path: Path) -> None:
     assert "'metric' must be one of efficiency, busbw_gbps, time_us" in result.stderr
 
 
+def test_ingest_refuses_a_date_beyond_tomorrow(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """A night ingested as 2099-01-01 never aged out of the baseline window."""
+    history = tmp_path / "h"
+    tomorrow = _ago(-1)
+    far = runner.invoke(cli, ["ingest", str(derive.HEALTHY), "--history",
+                              str(history), "--date", _ago(-2)])  # fmt: skip
+    assert far.exit_code == 2
+    assert (
+        f"Error: Invalid value for '--date': {_ago(-2)} is in the future: at most "
+        f"{tomorrow} (today, UTC, and one day ahead for time zones)"
+    ) in " ".join(far.stderr.split())
+    assert not history.exists()
+    near = runner.invoke(cli, ["ingest", str(derive.HEALTHY), "--history",
+                               str(history), "--date", tomorrow, "-q"])  # fmt: skip
+    assert near.exit_code == 0, near.output
+    assert [p.name for p in history.glob("date=*")] == [f"date={tomorrow}"]
+
+
 def _slower_tonight(tmp_path: Path) -> Path:
     """Derived: night 9's jitter with every size from 1 MiB up 15 % slower."""
     tonight = tmp_path / "tonight.log"

@@ -544,6 +544,25 @@ _PROMETHEUS_FAILED = (
 )
 
 
+def _night_date(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """--date, refused beyond tomorrow (UTC): a night dated years ahead would never
+    age out of the baseline window and never be seen as a stale log."""
+    import datetime as dt
+
+    from ncclparse.health.baselines import DATE_AHEAD
+
+    if value is not None:
+        latest = dt.datetime.now(dt.UTC).date() + DATE_AHEAD
+        if value.date() > latest:
+            raise click.BadParameter(
+                f"{value:%Y-%m-%d} is in the future: at most {latest} (today, UTC, "
+                "and one day ahead for time zones)",
+                ctx,
+                param,
+            )
+    return value
+
+
 @click.command()
 @INPUTS
 @history_option(
@@ -555,7 +574,8 @@ _PROMETHEUS_FAILED = (
 @click.option(
     "--date",
     type=click.DateTime(formats=["%Y-%m-%d"]),
-    help="Partition date (default: today, UTC).",
+    callback=_night_date,
+    help="Partition date (default: today, UTC); at most one day ahead of today.",
 )
 @LOCKING
 @FILTERS

@@ -133,7 +133,7 @@ def check(
     tags: Mapping[str, str] | None = None,
     first_night: bool = False,
     history_name: str = "the history",
-    exclude_keys: frozenset[str] = frozenset(),
+    input_keys: Mapping[str, str] | None = None,
     today: dt.date | None = None,
     hardware: HardwareOptions | None = None,
     expect_history: bool = True,
@@ -148,8 +148,9 @@ def check(
     ``input`` cases; no run in any input is a failed ``runs`` case.
     ``history`` is a table from :func:`ncclparse.store.history.read_history`, or
     None; its runs with every ``tags`` item, other than the candidate's own
-    (``exclude_keys``, ingest keys) and within the window, make the baseline
-    (:func:`ncclparse.health.baselines.select_baseline`). With history, the
+    (``input_keys``: each source's ingest key) and within the window, make the
+    baseline (:func:`ncclparse.health.baselines.select_baseline`); an input the
+    history got on another night fails its own ``fresh input`` case. With history, the
     ``history`` case ``baseline`` says which runs those are, and fails when there
     are none (skipped with ``first_night``: no baseline is expected yet), naming
     what the history, called ``history_name``, holds. With a baseline and
@@ -177,9 +178,14 @@ def check(
     ]
     cases += expect_cases(rows, rules, [r["source"] for r in runs.values()])
     chosen = base = None
+    keys = dict(input_keys or {})
     if history is not None:
         chosen = select_baseline(
-            history, rules.history, tags=tags, exclude_keys=exclude_keys, today=today
+            history,
+            rules.history,
+            tags=tags,
+            exclude_keys=frozenset(keys.values()),
+            today=today,
         )
         if chosen.selected and rules.history.enabled:
             base = chosen.table
@@ -198,7 +204,8 @@ def check(
             )
         else:
             cases.append(history_off_case(rules.origin))
-        logs = len(set(result.measurements.column("source").to_pylist()))
+        measured = set(result.measurements.column("source").to_pylist())
+        logs = {source: key for source, key in keys.items() if source in measured}
         cases += stale_inputs_case(chosen, logs)
     if base is not None:
         lookup = _Lookup.of(base, rules.history.min_runs)

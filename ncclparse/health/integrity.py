@@ -18,7 +18,7 @@ import pandas as pd
 
 # The tolerance of the printed digits, as the busbw_mismatch flag computes it.
 from ncclparse.efficiency.bandwidth import _print_tolerance, _time_tolerance
-from ncclparse.formatting import format_bytes, format_gbps, series_label
+from ncclparse.formatting import format_bytes, format_gbps, series_label, shown_name
 from ncclparse.health.baselines import RunDates, Selection
 from ncclparse.health.cases import SHOWN, Case, SizeMiss, Status, context, hosts
 from ncclparse.health.rules import HistoryPolicy, Rules
@@ -274,19 +274,25 @@ def history_off_case(origin: str | None) -> Case:
     return Case("history", "baseline", "skip", message)
 
 
-def stale_inputs_case(chosen: Selection, logs: int) -> list[Case]:
-    """A failing ``history`` case when every one of tonight's ``logs`` (the inputs
-    with measurements) is in the history already, ingested on an earlier date: the
-    logs directory was not refreshed (the benchmark did not run), and judging it
+def stale_inputs_case(chosen: Selection, input_keys: Mapping[str, str]) -> list[Case]:
+    """One failing ``history`` case per input log (``input_keys``: each log with
+    measurements and its ingest key) the history got on another night
+    (:attr:`Selection.stale`): its benchmark did not run tonight, and judging it
     again would pass every night. Logs ingested tonight (a check run after the
-    ingest) are tonight's; some old logs among new ones fail nothing."""
-    if not logs or len(chosen.earlier_keys) < logs:
-        return []
-    message = (
-        f"every input log ({logs}) is already in the history, {_dated(chosen.earlier)}"
-        ": tonight's logs were not refreshed (did the benchmark run?)"
-    )
-    return [Case("history", "fresh inputs", "fail", message, checked=logs)]
+    ingest) are tonight's."""
+    return [
+        Case(
+            "history",
+            f"fresh input {shown_name(source)}",
+            "fail",
+            f"{shown_name(source)} is already in the history, ingested on "
+            f"{chosen.stale[key]}: this log was not refreshed tonight (did its "
+            "benchmark run?)",
+            source,
+        )
+        for source, key in sorted(input_keys.items())
+        if key in chosen.stale
+    ]
 
 
 def _no_baseline(
