@@ -684,6 +684,29 @@ def test_markdown_summary_is_appended(runner: CliRunner, tmp_path: Path) -> None
     assert after.startswith("PASS\n")
 
 
+@pytest.mark.slow
+def test_concurrent_markdown_appends_lose_no_summary(tmp_path: Path) -> None:
+    """12 checks appending to one step summary at once kept 10, 6 and 7 of them
+    (each read the file, added its block and replaced the file)."""
+    import subprocess
+    import sys
+
+    summary = tmp_path / "summary.md"
+    checks = [
+        subprocess.Popen(
+            [sys.executable, "-m", "ncclparse", "check", str(EXAMPLE_LOG), "-q",
+             "--markdown", str(summary), "--json", str(tmp_path / f"{i}.json")],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for i in range(12)
+    ]  # fmt: skip
+    assert [check.wait(timeout=300) for check in checks] == [0] * 12
+    blocks = summary.read_text().split("\n\n## ncclparse check: ")
+    assert len(blocks) == 12
+    assert all(b.startswith(("## ncclparse check: PASS", "PASS")) for b in blocks)
+
+
 def test_history_from_the_environment(
     runner: CliRunner, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
