@@ -119,8 +119,10 @@ class ReadingEcho:
         self._line: Any = None
 
     def notes(self, found: list[Any]) -> None:
+        from ncclparse.formatting import shown_name
+
         for note in found:
-            click.echo(f"Note: {note.text}", err=True)
+            click.echo(f"Note: {shown_name(note.text)}", err=True)
 
     def progress(self, total: int) -> Any:
         from ncclparse.inputs import progress
@@ -144,11 +146,15 @@ class ReadingEcho:
         return batches
 
     def parsed(self, result: ParseResult, failures: list[Exception]) -> None:
+        from ncclparse.formatting import shown_name
+
+        # A name from the file system is one line, whatever it holds (a newline
+        # would forge a line of its own).
         if not self.quiet:
             for line in summary_lines(result):
-                click.echo(line, err=True)
+                click.echo(shown_name(line), err=True)
         for failure in failures:
-            click.echo(f"Error: {failure}", err=True)
+            click.echo(f"Error: {shown_name(str(failure))}", err=True)
 
 
 def parse_points(

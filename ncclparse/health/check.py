@@ -26,7 +26,7 @@ import pyarrow as pa
 
 from ncclparse._arrow import frame, key_text, rows_by_run, run_rows
 from ncclparse.efficiency import Analysis, HardwareOptions, analyze
-from ncclparse.formatting import format_bytes, series_label
+from ncclparse.formatting import format_bytes, series_label, shown_name
 from ncclparse.health.baselines import BASELINE_KEYS, select_baseline
 from ncclparse.health.blame import HostScore, blame, run_scores
 from ncclparse.health.cases import (
@@ -161,7 +161,10 @@ def check(
     rows = _frame(analysis.rows)
     runs = {(r["source"], r["run"]): r for r in result.runs.to_pylist()}
     cases = [input_case(exc) for exc in input_failures]
-    cases += [Case("input", n.source, "skip", n.text, n.source) for n in input_notes]
+    cases += [
+        Case("input", shown_name(n.source), "skip", shown_name(n.text), n.source)
+        for n in input_notes
+    ]
     if not runs:
         failed = [input_case(exc).source or "" for exc in input_failures]
         cases.append(no_run_case(list(dict.fromkeys([*failed, *result.accounting]))))

@@ -46,8 +46,10 @@ MISPRINT = 0.05
 
 
 def input_case(exc: Exception) -> Case:
-    text = str(exc)
-    source = getattr(exc, "source", None) or text.split(":", 1)[0]
+    """The failed case of an input that could not be read; its text names a file
+    (:func:`~ncclparse.formatting.shown_name`: one line, control characters shown)."""
+    text = shown_name(str(exc))
+    source = shown_name(getattr(exc, "source", None) or text.split(":", 1)[0])
     return Case("input", source, "fail", f"{text} (no data is never a pass)", source)
 
 
