@@ -8,12 +8,15 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import sys
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from ncclparse.cli.app import cli
+from ncclparse.cli.options import command_line
 from tests import _derive as derive
 
 FORGED = "a\nFAIL: 0 failed, 99 passed\nb.log"
@@ -66,3 +69,13 @@ def test_hostile_names_are_escaped_in_every_output(
         assert "\ufffd" not in text
         assert not [c for c in text if ord(c) < 32 and c not in "\n\t"], path.name
     assert "latin\\\\xe9.log" in out["md"].read_text()  # Markdown's own backslash
+
+
+def test_the_command_line_in_a_report_footer_is_shown_escaped(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A name that is not UTF-8 given as an argument ended `report` with a
+    UnicodeEncodeError traceback when the page was written."""
+    argv = ["/usr/bin/ncclparse", "report", os.fsdecode(b"latin\xe9.log"), "a\nb.log"]
+    monkeypatch.setattr(sys, "argv", argv)
+    assert command_line() == "ncclparse report 'latin\\xe9.log' 'a\\nb.log'"

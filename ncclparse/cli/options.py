@@ -377,10 +377,14 @@ def show_values(values: dict[str, Any], as_json: bool) -> None:
 
 
 def command_line() -> str:
-    """How ncclparse was invoked, for the report footer (shell-quoted)."""
+    """How ncclparse was invoked, for the report footer (shell-quoted, each
+    argument shown as a name from the file system is: one line, control characters
+    and the bytes of a name that is not UTF-8 as escapes)."""
+    from ncclparse.formatting import shown_name
+
     program = Path(sys.argv[0]).name
     program = "python -m ncclparse" if program == "__main__.py" else program
-    return " ".join([program, *map(shlex.quote, sys.argv[1:])])
+    return " ".join([program, *(shown_name(shlex.quote(a)) for a in sys.argv[1:])])
 
 
 def _stdout_is_terminal() -> bool:
