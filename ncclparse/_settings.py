@@ -122,7 +122,7 @@ class Figure:
 
 @dataclass(frozen=True, slots=True)
 class Table:
-    """A table of string keys to non-empty strings (``[sources]``)."""
+    """A table of strings (``[sources]``)."""
 
     def check(self, value: Any) -> dict[str, str]:
         if not isinstance(value, dict):

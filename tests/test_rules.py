@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -222,3 +224,11 @@ def test_invalid_toml_names_the_line(tmp_path: Path) -> None:
     assert str(raised.value) == (
         f"{path}: not valid TOML: Invalid value (at line 2, column 10)"
     )
+
+
+def test_the_documented_rules_file_is_the_default() -> None:
+    """docs/check-json.md shows every key with its default value, enabled included."""
+    text = (Path(__file__).parent.parent / "docs" / "check-json.md").read_text()
+    section = text[text.index("## Rules file") :]
+    [block] = re.findall(r"^```toml\n(.*?)^```", section, re.S | re.M)[:1]
+    assert rules_from_mapping(tomllib.loads(block)) == DEFAULT_RULES

@@ -231,11 +231,12 @@ def check(
             hardware,
         )
         text = to_text(outcome, verbose=verbose)
-        summary = files.pop(markdown) if markdown is not None else None
+        # The summary is appended after the others are in place (append_block).
+        summary = None if markdown is None else (markdown, files.pop(markdown))
         try:
             write_all(files)
-            if markdown is not None and summary is not None:
-                append_block(markdown, summary)
+            if summary is not None:
+                append_block(*summary)
         except Exception as exc:
             raise _OutputError(str(exc)) from exc
         _push(outputs, outcome)

@@ -161,10 +161,9 @@ def check(
     rows = _frame(analysis.rows)
     runs = {(r["source"], r["run"]): r for r in result.runs.to_pylist()}
     cases = [input_case(exc) for exc in input_failures]
-    cases += [
-        Case("input", shown_name(n.source), "skip", shown_name(n.text), n.source)
-        for n in input_notes
-    ]
+    for note in input_notes:
+        source = shown_name(note.source)
+        cases.append(Case("input", source, "skip", shown_name(note.text), source))
     if not runs:
         failed = [input_case(exc).source or "" for exc in input_failures]
         cases.append(no_run_case(list(dict.fromkeys([*failed, *result.accounting]))))
