@@ -627,7 +627,7 @@ def open_source(source: Source, name: str | None = None) -> tuple[str, IO[str], 
         except OSError as exc:
             raise InputError(f"{display}: cannot read: {exc.strerror}") from exc
         except ValueError as exc:  # e.g. a NUL byte: no file can have that name
-            raise InputError(f"{display!r}: not a valid path ({exc})") from exc
+            raise InputError(f"{display}: not a valid path ({exc})") from exc
         try:
             return display, _text(decompressed(binary, display, owned=True)), True
         except BaseException:
