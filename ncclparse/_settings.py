@@ -48,10 +48,14 @@ class Number:
     def check(self, value: Any) -> float:
         if isinstance(value, bool) or not isinstance(value, int | float):
             raise ValueError(f"expected a number, got {_shown(value)}")
-        low_ok = value > self.low if self.above else value >= self.low
-        if not math.isfinite(value) or not low_ok or value > self.high:
-            raise ValueError(f"expected a number {self._range()}, got {value!r}")
-        return float(value)
+        try:
+            number = float(value)
+        except OverflowError:  # an integer of 400 digits: out of any range
+            number = math.inf
+        low_ok = number > self.low if self.above else number >= self.low
+        if not math.isfinite(number) or not low_ok or number > self.high:
+            raise ValueError(f"expected a number {self._range()}, got {_shown(value)}")
+        return number
 
     def _range(self) -> str:
         low = f"{'>' if self.above else '>='} {self.low:g}"

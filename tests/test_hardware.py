@@ -308,7 +308,7 @@ def test_a_profile_name_too_long_for_a_file_name_is_an_unknown_preset() -> None:
         ('base = "h100"\nintra_topology = "ring"',
          "intra_topology: expected one of 'switch', 'mesh', got 'ring' (a string)"),
         ('base = "h100"\nnic_derating = 0', "nic_derating: expected a number > 0 and "
-         "<= 1, got 0"),
+         "<= 1, got 0 (an integer)"),
         ('base = "h100"\n[sources]\nintra_gbps = 3',
          "sources: intra_gbps: expected a string, got 3 (an integer)"),
     ],

@@ -184,7 +184,10 @@ WINDOW_BELOW = (
          "[history] max_age_days: expected a whole number from 0 to 3650, got "
          "9223372036854775807"),
         ({"min_drop": 1.0},
-         "[history] min_drop: expected a number >= 0 and <= 0.9, got 1.0"),
+         "[history] min_drop: expected a number >= 0 and <= 0.9, got 1.0 (a float)"),
+        ({"mad_k": 10**400},
+         "[history] mad_k: expected a number >= 0 and <= 100, got 1000000000000000000"
+         "000000000000000000... (an integer)"),
         ({"enabled": 0}, "[history] enabled: expected true or false, got 0 (an integer)"),
         ({"window": True},
          "[history] window: expected a whole number, got true (a boolean)"),
