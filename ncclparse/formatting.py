@@ -23,6 +23,7 @@ __all__ = [
     "format_time_us",
     "markdown_escape",
     "series_label",
+    "shown_name",
 ]
 
 MISSING = "\u2013"  # en dash: reads as "no value", unlike 0 or a blank cell
@@ -129,6 +130,35 @@ def markdown_escape(value: object) -> str:
     punctuation and ``|`` backslashed, so ``<script>`` stays literal text."""
     text = " ".join(str(value).split())
     return _MD_SPECIAL.sub(r"\\\1", text)
+
+
+# Control characters a name may hold, as a reader types them.
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def shown_name(name: object) -> str:
+    """A name from the file system (a log's path) made safe to print on one line of
+    any output: control and other unprintable characters as escapes (``\\n``,
+    ``\\x07``, ``\\u202e``), and the bytes of a name that is not UTF-8 (decoded
+    with ``surrogateescape``, as Python gives them) as ``\\xff``, so the file can
+    still be identified. A printable name is returned as it is."""
+    text = str(name)
+    if text.isprintable():
+        return text
+    return "".join(_escaped(c) for c in text)
+
+
+def _escaped(char: str) -> str:
+    if char.isprintable():
+        return char
+    code = ord(char)
+    if char in _ESCAPES:
+        return _ESCAPES[char]
+    if 0xDC80 <= code <= 0xDCFF:  # an undecodable byte (surrogateescape)
+        return f"\\x{code - 0xDC00:02x}"
+    if code <= 0xFF:
+        return f"\\x{code:02x}"
+    return f"\\u{code:04x}" if code <= 0xFFFF else f"\\U{code:08x}"
 
 
 def series_label(key: Mapping[str, Any]) -> str:

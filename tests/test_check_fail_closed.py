@@ -34,7 +34,7 @@ from ncclparse.efficiency import HardwareOptions, analyze
 from ncclparse.formatting import markdown_escape
 from ncclparse.health.check import check
 from ncclparse.health.rules import DEFAULT_RULES, rules_from_mapping
-from ncclparse.store.history import scan_history, source_keys
+from ncclparse.store.history import ingest, scan_history, source_keys
 from tests import _derive as derive
 from tests.conftest import FIXTURES
 
@@ -286,31 +286,65 @@ def test_a_collective_gone_from_tonight_fails(
     assert [c for c in _cases(out["json"]) if c[0] == "expect"] == []
 
 
+def _fresh(history: Path, logs: list[Path]) -> list[tuple[str, str, str]]:
+    """The ``fresh input`` cases of a check of ``logs``: (name, status, message)."""
+    parsed = ncclparse.parse_many(logs)
+    result = check(parsed, DEFAULT_RULES, history=scan_history(history),
+                   input_keys=source_keys(parsed))  # fmt: skip
+    return [
+        (c.name, c.status, c.message)
+        for c in result.cases
+        if c.name.startswith("fresh input")
+    ]
+
+
+def _stale(log: Path, date: str) -> tuple[str, str, str]:
+    return (
+        f"fresh input {log}", "fail",
+        f"{log} is already in the history, ingested on {date}: this log was not "
+        "refreshed tonight (did its benchmark run?)",
+    )  # fmt: skip
+
+
 def test_logs_that_were_not_refreshed_fail(runner: CliRunner, tmp_path: Path) -> None:
     # Last night's logs judged again (the benchmark did not run; the directory kept
     # them): every case passed, every night (found by a review).
     history, last = _history(runner, tmp_path)
-    stale = [tmp_path / "ar4.log", tmp_path / "a2a4.log"]  # ingested on `last`
-
-    def fresh(logs: list[Path]) -> list[tuple[str, str]]:
-        result = check(ncclparse.parse_many(logs), DEFAULT_RULES,
-                       history=scan_history(history),
-                       exclude_keys=frozenset(source_keys(ncclparse.parse_many(logs))
-                                              .values()))  # fmt: skip
-        return [(c.status, c.message) for c in result.cases if c.name == "fresh inputs"]
-
-    assert fresh(stale) == [
-        ("fail", f"every input log (2) is already in the history, on {last}: "
-         "tonight's logs were not refreshed (did the benchmark run?)"),
-    ]  # fmt: skip
-    # One new log among them: tonight's run did happen.
+    stale = [tmp_path / "a2a4.log", tmp_path / "ar4.log"]  # ingested on `last`
+    assert _fresh(history, stale) == [_stale(log, last) for log in stale]
+    # Ingested tonight, then checked (a re-run of the same night): tonight's own.
     new = tmp_path / "ar5.log"
     new.write_text(derive.scale(derive.healthy(), derive.jitter(5)))
-    assert fresh([*stale, new]) == []
-    # Ingested tonight, then checked (a re-run of the same night): tonight's own.
     done = runner.invoke(cli, ["ingest", str(new), "--history", str(history), "-q"])
     assert done.exit_code == 0, done.output
-    assert fresh([new]) == []
+    assert _fresh(history, [new]) == []
+
+
+def test_a_stale_log_among_fresh_ones_fails_by_name(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """One log whose benchmark did not run tonight among fresh ones passed, not
+    mentioned (the check looked at the directory, not at each log)."""
+    history, last = _history(runner, tmp_path)
+    new = tmp_path / "ar5.log"
+    new.write_text(derive.scale(derive.healthy(), derive.jitter(5)))
+    stale = tmp_path / "a2a4.log"  # ingested on `last`
+    assert _fresh(history, [new, stale]) == [_stale(stale, last)]
+
+
+def test_a_log_dated_in_the_future_is_stale(runner: CliRunner, tmp_path: Path) -> None:
+    """A night ingested with a date far ahead never aged out and escaped the
+    staleness check; tomorrow is still tonight (a time zone ahead of UTC)."""
+    history, _ = _history(runner, tmp_path, nights=1)
+    today = dt.datetime.now(dt.UTC).date()
+    far, near = tmp_path / "far.log", tmp_path / "near.log"
+    far.write_text(derive.scale(derive.healthy(), derive.jitter(7)))
+    near.write_text(derive.scale(derive.healthy(), derive.jitter(8)))
+    for log, ahead in ((far, 2), (near, 1)):
+        ingest(ncclparse.parse(log), history, date=today + dt.timedelta(days=ahead))
+    assert _fresh(history, [far, near]) == [
+        _stale(far, (today + dt.timedelta(days=2)).isoformat())
+    ]
 
 
 # 4. A sweep that stops before bandwidth can be judged -----------------------------

@@ -502,6 +502,89 @@ def test_invalid_rules_file_exits_2(runner: CliRunner, tmp_path: Path) -> None:
     assert "'metric' must be one of efficiency, busbw_gbps, time_us" in result.stderr
 
 
+def test_ingest_refuses_a_date_beyond_tomorrow(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """A night ingested as 2099-01-01 never aged out of the baseline window."""
+    history = tmp_path / "h"
+    tomorrow = _ago(-1)
+    far = runner.invoke(cli, ["ingest", str(derive.HEALTHY), "--history",
+                              str(history), "--date", _ago(-2)])  # fmt: skip
+    assert far.exit_code == 2
+    assert (
+        f"Error: Invalid value for '--date': {_ago(-2)} is in the future: at most "
+        f"{tomorrow} (today, UTC, and one day ahead for time zones)"
+    ) in " ".join(far.stderr.split())
+    assert not history.exists()
+    near = runner.invoke(cli, ["ingest", str(derive.HEALTHY), "--history",
+                               str(history), "--date", tomorrow, "-q"])  # fmt: skip
+    assert near.exit_code == 0, near.output
+    assert [p.name for p in history.glob("date=*")] == [f"date={tomorrow}"]
+
+
+def _slower_tonight(tmp_path: Path) -> Path:
+    """Derived: night 9's jitter with every size from 1 MiB up 15 % slower."""
+    tonight = tmp_path / "tonight.log"
+    factor = derive.jitter(9)
+    tonight.write_text(
+        derive.scale(
+            derive.healthy(), lambda s: factor(s) * (1.15 if s >= 2**20 else 1)
+        )
+    )
+    return tonight
+
+
+@pytest.mark.parametrize(
+    ("history", "reason"),
+    [
+        ("window = 3", "window: 3 is below min_runs 5"),
+        ("window = 0", "window: expected a whole number from 1 to 1000, got 0"),
+        ("min_runs = 100000",
+         "min_runs: expected a whole number from 1 to 1000, got 100000"),
+    ],
+)  # fmt: skip
+def test_rules_that_would_switch_history_off_exit_2(
+    runner: CliRunner, tmp_path: Path, history: str, reason: str
+) -> None:
+    """Each made a 15 %-slower log pass (exit 0) before: history judged nothing."""
+    base = _history(runner, tmp_path, nights=6)
+    rules = _rules(tmp_path, f"[history]\n{history}\n")
+    json_path = tmp_path / "out.json"
+    args = [str(_slower_tonight(tmp_path)), "--history", str(base), "--tag",
+            "cluster=a", "--rules", str(rules), "--json", str(json_path), *A3_MEGA]  # fmt: skip
+    result = runner.invoke(cli, ["check", *args])
+    assert result.exit_code == 2, result.output
+    assert f"Error: Invalid value for '--rules': {rules}: [history] {reason}" in (
+        " ".join(result.stderr.split())
+    )
+
+
+def test_history_switched_off_is_said_in_the_outputs(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    base = _history(runner, tmp_path, nights=6)
+    tonight = [str(_slower_tonight(tmp_path)), "--history", str(base), "--tag",
+               "cluster=a", *A3_MEGA]  # fmt: skip
+    result, document = _check(runner, tmp_path, *tonight)
+    assert result.exit_code == 1  # judged: the 15 % drop is a regression
+    assert len(_failed(document, "history")) == 2
+    rules = _rules(tmp_path, "[history]\nenabled = false\n")
+    result, document = _check(runner, tmp_path, *tonight, "--rules", str(rules))
+    assert result.exit_code == 0, result.stdout
+    assert _baseline(document) == [
+        ("baseline", "skip",
+         f"history judging switched off by [history] enabled = false in {rules}"),
+    ]  # fmt: skip
+    assert [c for c in document["cases"] if c["rule"] == "history"] == [
+        c for c in document["cases"] if c["name"] == "baseline"
+    ]
+    note = f"Note: history judging switched off by [history] enabled = false in {rules}"
+    assert note in result.stderr.splitlines()
+    assert f'<skipped message="{note.removeprefix("Note: ")}" />' in (
+        (tmp_path / "out.xml").read_text()
+    )
+
+
 def test_compare_cli_regression_exit_and_formats(
     runner: CliRunner, tmp_path: Path
 ) -> None:
@@ -615,6 +698,29 @@ def test_markdown_summary_is_appended(runner: CliRunner, tmp_path: Path) -> None
     before, separator, after = summary.read_text().partition("## ncclparse check: ")
     assert (before, separator) == ("## Build\nok\n\n", "## ncclparse check: ")
     assert after.startswith("PASS\n")
+
+
+@pytest.mark.slow
+def test_concurrent_markdown_appends_lose_no_summary(tmp_path: Path) -> None:
+    """12 checks appending to one step summary at once kept 10, 6 and 7 of them
+    (each read the file, added its block and replaced the file)."""
+    import subprocess
+    import sys
+
+    summary = tmp_path / "summary.md"
+    checks = [
+        subprocess.Popen(
+            [sys.executable, "-m", "ncclparse", "check", str(EXAMPLE_LOG), "-q",
+             "--markdown", str(summary), "--json", str(tmp_path / f"{i}.json")],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for i in range(12)
+    ]  # fmt: skip
+    assert [check.wait(timeout=300) for check in checks] == [0] * 12
+    blocks = summary.read_text().split("\n\n## ncclparse check: ")
+    assert len(blocks) == 12
+    assert all(b.startswith(("## ncclparse check: PASS", "PASS")) for b in blocks)
 
 
 def test_history_from_the_environment(

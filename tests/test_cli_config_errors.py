@@ -78,3 +78,35 @@ def test_a_profile_of_another_gpu_is_not_applied() -> None:
     ) in got.assumptions
     same = analyze(parsed.measurements, HardwareOptions(profile="aws-p4d"), parsed.runs)
     assert same.rows.column("ideal_busbw_gbps").null_count < same.rows.num_rows
+
+
+@pytest.mark.parametrize(
+    ("option", "content", "reason"),
+    [
+        ("--profile", b"intra_gbps = true\ngpus_per_node = 8\n",
+         "intra_gbps: expected a number or a string with a unit, got true (a "
+         "boolean)"),
+        ("--profile", b'base = "h100"\nsources = 5\n',
+         "sources: expected a table, got 5 (an integer)"),
+        ("--profile", b'base = "h100"\n\xff = 1\n', ":2: not UTF-8 text (byte 0xff)"),
+        ("--rules", b"# r\xe9gles\n", ":1: not UTF-8 text (byte 0xe9)"),
+        ("--rules", b"[history]\nmax_age_days = 9223372036854775807\n",
+         "[history] max_age_days: expected a whole number from 0 to 3650, got "
+         "9223372036854775807"),
+    ],
+)  # fmt: skip
+def test_a_bad_settings_file_is_exit_2_naming_file_and_key(
+    tmp_path: Path, option: str, content: bytes, reason: str
+) -> None:
+    """Each was read as 1 GB/s (every log passed) or ended as an internal error
+    (exit 1, "a bug in ncclparse")."""
+    path = tmp_path / "settings.toml"
+    path.write_bytes(content)
+    out = tmp_path / "out.json"
+    result = CliRunner().invoke(
+        cli, ["check", EXAMPLE, option, str(path), "--json", str(out)]
+    )
+    assert result.exit_code == 2, result.output
+    said = " ".join(result.stderr.split())
+    assert f"{path}{reason}" in said or f"{path}: {reason}" in said
+    assert "bug in ncclparse" not in said

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 
 import pytest
 
@@ -13,6 +14,7 @@ from ncclparse.formatting import (
     format_gbps,
     format_percent,
     format_time_us,
+    shown_name,
 )
 
 
@@ -94,3 +96,27 @@ def test_missing_values_show_a_dash(function: object, missing: float | None) -> 
 def test_format_count() -> None:
     assert format_count(1234567.0) == "1,234,567"
     assert format_count(3e-08) == "3e-08"
+
+
+@pytest.mark.parametrize(
+    ("name", "shown"),
+    [
+        ("logs/night 1.log", "logs/night 1.log"),
+        (
+            "a\nFAIL: 0 failed, 99 passed\nb.log",
+            "a\\nFAIL: 0 failed, 99 passed\\nb.log",
+        ),
+        ("bell\x07\x08\t\r.log", "bell\\x07\\x08\\t\\r.log"),
+        ("esc\x1b[31m\x7f\x85.log", "esc\\x1b[31m\\x7f\\x85.log"),
+        (os.fsdecode(b"latin\xe9.log"), "latin\\xe9.log"),
+        ("rtl\u202egol.log", "rtl\\u202egol.log"),
+        ("x\ud800y", "x\\ud800y"),
+        ("µs é 東京.log", "µs é 東京.log"),
+    ],
+)
+def test_shown_name_is_one_printable_line_that_tells_the_file(
+    name: str, shown: str
+) -> None:
+    assert shown_name(name) == shown
+    assert shown_name(name).isprintable()
+    shown_name(name).encode("utf-8")  # any output can hold it

@@ -249,7 +249,10 @@ def test_toml_profile_from_scratch(tmp_path: Path) -> None:
         ('intra_gbps = "450G"\ngpus_per_node = 8', "bandwidth '450G' is ambiguous"),
         ("intra_gbps = 450", "needs intra_gbps and gpus_per_node"),
         ('base = "h100"\nbogus = 1', "unknown profile key(s) ['bogus']"),
-        ("intra_gbps = ", "is not valid TOML"),
+        (
+            "intra_gbps = ",
+            "bad.toml: not valid TOML: Invalid value (at end of document)",
+        ),
         (
             'base = "h100"\nhost_staging = true',
             "host_staging needs pcie_gbps (Aurora data-path model, Eq. 6)",
@@ -285,3 +288,44 @@ def test_a_profile_name_too_long_for_a_file_name_is_an_unknown_preset() -> None:
     # Path(name).exists() raised ENAMETOOLONG: a traceback, not ProfileError.
     with pytest.raises(ProfileError, match=r"^unknown hardware profile 'xxxx"):
         resolve_profile("x" * 300)
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("intra_gbps = true\ngpus_per_node = 8",
+         "intra_gbps: expected a number or a string with a unit, got true (a boolean)"),
+        ("intra_gbps = 100\ngpus_per_node = 8.5",
+         "gpus_per_node: expected a whole number, got 8.5 (a float)"),
+        ("intra_gbps = 100\ngpus_per_node = 0",
+         "gpus_per_node: expected a whole number from 1 to 100000, got 0"),
+        ('base = "h100"\nsources = 5', "sources: expected a table, got 5 (an integer)"),
+        ('base = "h100"\ninter_gbps = {a=1}',
+         "inter_gbps: expected a number or a string with a unit, got {'a': 1} (a "
+         "table)"),
+        ('base = "h100"\nhost_staging = 1',
+         "host_staging: expected true or false, got 1 (an integer)"),
+        ('base = "h100"\nintra_topology = "ring"',
+         "intra_topology: expected one of 'switch', 'mesh', got 'ring' (a string)"),
+        ('base = "h100"\nnic_derating = 0', "nic_derating: expected a number > 0 and "
+         "<= 1, got 0 (an integer)"),
+        ('base = "h100"\n[sources]\nintra_gbps = 3',
+         "sources: intra_gbps: expected a string, got 3 (an integer)"),
+    ],
+)  # fmt: skip
+def test_profile_values_are_type_checked(
+    tmp_path: Path, text: str, message: str
+) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text(text + "\n")
+    with pytest.raises(ProfileError) as info:
+        load_profile(path)
+    assert str(info.value) == f"{path}: {message}"
+
+
+def test_a_profile_that_is_not_utf8_names_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.toml"
+    path.write_bytes(b'base = "h100"\n\xff\xfe = 1\n')
+    with pytest.raises(ProfileError) as info:
+        load_profile(path)
+    assert str(info.value) == f"{path}:2: not UTF-8 text (byte 0xff)"

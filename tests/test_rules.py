@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+import tomllib
 from pathlib import Path
 from typing import Any
 
@@ -90,7 +92,8 @@ def test_empty_rule_array_replaces_defaults() -> None:
         ({"rule": [{"metric": "speed", "threshold": 1}]}, "'metric' must be one of"),
         ({"rule": [{"metric": "time_us"}]}, "threshold: expected a number, got None"),
         ({"rule": [{"metric": "time_us", "threshold": True}]}, "expected a number"),
-        ({"rule": [{"metric": "time_us", "threshold": -1}]}, "finite number >= 0"),
+        ({"rule": [{"metric": "time_us", "threshold": -1}]},
+         "rule 'rule-1' threshold: expected a number >= 0, got -1"),
         ({"rule": [{"metric": "time_us", "threshold": 1, "tolerance": 1.5}]},
          "tolerance is a fraction below 1"),
         ({"rule": [{"metric": "efficiency", "threshold": 1, "regime": "fast"}]},
@@ -103,7 +106,8 @@ def test_empty_rule_array_replaces_defaults() -> None:
          "is a bandwidth, not a size"),
         ({"rule": [{"name": "a", "metric": "time_us", "threshold": 1}] * 2},
          "rule names must be unique"),
-        ({"history": {"window": 2.5}}, "[history] window: must be a whole number"),
+        ({"history": {"window": 2.5}},
+         "[history] window: expected a whole number, got 2.5 (a float)"),
         ({"history": {"windows": 2}}, "[history]: unknown key(s) windows"),
         ({"expect": {"collectives": "all_reduce"}}, "'collectives' must be an array"),
     ],
@@ -147,10 +151,87 @@ def test_verdict_unjudged_is_fail_unless_skip_is_chosen() -> None:
     assert kept.verdict == VerdictPolicy(good=0.85, poor=0.4, unjudged="fail")
 
 
-@pytest.mark.parametrize("value", ["pass", 1, True])
-def test_verdict_unjudged_rejects_anything_else(value: Any) -> None:
+@pytest.mark.parametrize(
+    ("value", "shown"),
+    [("pass", "'pass' (a string)"), (1, "1 (an integer)"), (True, "true (a boolean)")],
+)
+def test_verdict_unjudged_rejects_anything_else(value: Any, shown: str) -> None:
     with pytest.raises(RulesError) as raised:
         rules_from_mapping({"verdict": {"unjudged": value}})
     assert str(raised.value) == (
-        f"[verdict] unjudged: must be one of 'fail', 'skip', got {value!r}"
+        f"[verdict] unjudged: expected one of 'fail', 'skip', got {shown}"
     )
+
+
+WINDOW_BELOW = (
+    "[history] window: 3 is below min_runs 5: no size would ever have a baseline, so "
+    "history would judge nothing (to switch history judging off, say so: [history] "
+    "enabled = false)"
+)
+
+
+@pytest.mark.parametrize(
+    ("history", "message"),
+    [
+        ({"window": 3}, WINDOW_BELOW),
+        ({"window": 0},
+         "[history] window: expected a whole number from 1 to 1000, got 0"),
+        ({"min_runs": 10**6},
+         "[history] min_runs: expected a whole number from 1 to 1000, got 1000000"),
+        ({"min_runs": 0},
+         "[history] min_runs: expected a whole number from 1 to 1000, got 0"),
+        ({"max_age_days": 2**63 - 1},
+         "[history] max_age_days: expected a whole number from 0 to 3650, got "
+         "9223372036854775807"),
+        ({"min_drop": 1.0},
+         "[history] min_drop: expected a number >= 0 and <= 0.9, got 1.0 (a float)"),
+        ({"mad_k": 10**400},
+         "[history] mad_k: expected a number >= 0 and <= 100, got 1000000000000000000"
+         "000000000000000000... (an integer)"),
+        ({"enabled": 0}, "[history] enabled: expected true or false, got 0 (an integer)"),
+        ({"window": True},
+         "[history] window: expected a whole number, got true (a boolean)"),
+    ],
+)  # fmt: skip
+def test_a_value_that_would_switch_history_off_is_refused(
+    history: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(RulesError) as raised:
+        rules_from_mapping({"history": history})
+    assert str(raised.value) == message
+
+
+def test_history_is_switched_off_only_explicitly(tmp_path: Path) -> None:
+    path = tmp_path / "off.toml"
+    path.write_text("[history]\nenabled = false\nwindow = 3\n")
+    rules = load_rules(path)
+    assert rules.history == HistoryPolicy(window=3, enabled=False)
+    assert rules.origin == str(path)
+    assert DEFAULT_RULES.history.enabled
+    assert DEFAULT_RULES.origin is None
+
+
+def test_a_rules_file_that_is_not_utf8_names_file_and_line(tmp_path: Path) -> None:
+    path = tmp_path / "latin1.toml"
+    path.write_bytes(b"[history]\n# caf\xe9\nwindow = 20\n")
+    with pytest.raises(RulesError) as raised:
+        load_rules(path)
+    assert str(raised.value) == f"{path}:2: not UTF-8 text (byte 0xe9)"
+
+
+def test_invalid_toml_names_the_line(tmp_path: Path) -> None:
+    path = tmp_path / "bad.toml"
+    path.write_text("[history]\nwindow = = 3\n")
+    with pytest.raises(RulesError) as raised:
+        load_rules(path)
+    assert str(raised.value) == (
+        f"{path}: not valid TOML: Invalid value (at line 2, column 10)"
+    )
+
+
+def test_the_documented_rules_file_is_the_default() -> None:
+    """docs/check-json.md shows every key with its default value, enabled included."""
+    text = (Path(__file__).parent.parent / "docs" / "check-json.md").read_text()
+    section = text[text.index("## Rules file") :]
+    [block] = re.findall(r"^```toml\n(.*?)^```", section, re.S | re.M)[:1]
+    assert rules_from_mapping(tomllib.loads(block)) == DEFAULT_RULES

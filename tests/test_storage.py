@@ -185,3 +185,32 @@ def test_a_parquet_write_error_in_the_writer_thread_reaches_the_caller() -> None
 
 
 _LOG = "superbench-testdata_reduce_a100_8gpu_c0_redop_root_cols_complete.log"
+
+
+def test_append_block_separates_blocks_with_a_blank_line(tmp_path: Path) -> None:
+    path = tmp_path / "summary.md"
+    atomic.append_block(path, "## one\n")
+    atomic.append_block(path, "## two\n")
+    path.write_text(path.read_text() + "no newline")
+    atomic.append_block(path, "## three\n")
+    assert path.read_text() == "## one\n\n## two\nno newline\n\n## three\n"
+
+
+def test_a_failed_append_leaves_the_file_as_it_was(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Disk full half-way: the half block is cut off again."""
+    path = tmp_path / "summary.md"
+    path.write_text("## before\n")
+    real = os.write
+
+    def half_then_full(fd: int, data: bytes) -> int:
+        if len(data) > 4:
+            return real(fd, data[:4])
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(os, "write", half_then_full)
+    with pytest.raises(ncclparse.NcclParseError) as raised:
+        atomic.append_block(path, "## after\n")
+    assert str(raised.value) == f"{path}: cannot append to it: No space left on device"
+    assert path.read_text() == "## before\n"

@@ -348,8 +348,9 @@ def test_odd_paths_show_as_given(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, small_chunks: None
 ) -> None:
     """A Path whose name holds a newline is a file in a worker too (a str holding
-    one is log text, in one process as in workers); a path shows as given (``./a``,
-    ``a//b``), as in one process."""
+    one is log text, in one process as in workers), named with its newline escaped
+    (formatting.shown_name); a path shows as given (``./a``, ``a//b``), as in one
+    process."""
     monkeypatch.chdir(tmp_path)
     (tmp_path / "d").mkdir()
     sources: list[Any] = []
@@ -361,7 +362,7 @@ def test_odd_paths_show_as_given(
     sources += ["./d/a.log", "d//a.log", Path("d/../d/a.log"), ("d/a.log", None)]
     one = _everything(api.parse_many(sources))
     assert [name for name, _ in one[2]][:3] == [
-        str(tmp_path / f"log{i}\nx.log") for i in (1, 2, 3)
+        str(tmp_path / f"log{i}\\nx.log") for i in (1, 2, 3)
     ]
     assert [f[2] for f in one[3]] == ["<string>"] * 2  # each str: log text, no log
     assert _everything(api.parse_many(sources, jobs=2)) == one

@@ -38,7 +38,7 @@ def compact(history_dir: str, before: Any, lock: bool, lock_timeout: float) -> N
 
     Exit status: 0 done, 4 the history cannot be read, written or locked.
     """
-    from ncclparse.store.history import HistoryError
+    from ncclparse.errors import NcclParseError
     from ncclparse.store.history import compact as merge
 
     try:
@@ -48,7 +48,9 @@ def compact(history_dir: str, before: Any, lock: bool, lock_timeout: float) -> N
             lock=lock,
             lock_timeout=lock_timeout,
         )
-    except HistoryError as exc:
+    # HistoryError, or the merged file that cannot be written (disk full, read-only):
+    # the machine's fault either way.
+    except NcclParseError as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(EXIT_INFRASTRUCTURE)
     files = sum(len(replaced) for _, replaced, _ in done.merged)

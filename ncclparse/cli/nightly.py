@@ -212,6 +212,7 @@ def check(
     complete (2, 4, an internal error) they are replaced by failing ones.
     """
     from ncclparse.report.check_outputs import to_text, write_all
+    from ncclparse.store.atomic import append_block
     from ncclparse.store.history import HistoryError
 
     push = None if pushgateway is None else _Push(pushgateway, pushgateway_job, tags)
@@ -230,8 +231,12 @@ def check(
             hardware,
         )
         text = to_text(outcome, verbose=verbose)
+        # The summary is appended after the others are in place (append_block).
+        summary = None if markdown is None else (markdown, files.pop(markdown))
         try:
             write_all(files)
+            if summary is not None:
+                append_block(*summary)
         except Exception as exc:
             raise _OutputError(str(exc)) from exc
         _push(outputs, outcome)
@@ -423,8 +428,6 @@ def _judge(
         markdown=outputs.markdown,
         roots=inputs,  # JUnit names are relative to them, stable night to night
     )
-    if outputs.markdown is not None:
-        files[outputs.markdown] = _appended(outputs.markdown, files[outputs.markdown])
     if outputs.report is not None:
         from ncclparse.report import build_context, render_report
 
@@ -469,20 +472,6 @@ def _give_up(
     sys.exit(status)
 
 
-def _appended(path: Path | None, text: str) -> str:
-    """``text`` after what ``path`` already holds: a Markdown summary is appended
-    (GitHub's step summary file collects every step's), yet still written atomically."""
-    try:
-        before = path.read_text(encoding="utf-8") if path is not None else ""
-    except FileNotFoundError:
-        before = ""
-    except (OSError, UnicodeDecodeError) as exc:
-        raise click.ClickException(f"{path}: cannot append to it: {exc}") from exc
-    if before and not before.endswith("\n"):
-        before += "\n"
-    return before + ("\n" if before else "") + text
-
-
 def _write_failed(outputs: _Outputs, message: str) -> None:
     """Write each requested output as a failed check saying ``message``, each on its
     own (one that cannot be written does not keep the others from being replaced),
@@ -497,14 +486,14 @@ def _write_failed(outputs: _Outputs, message: str) -> None:
         to_markdown,
         to_prometheus,
     )
-    from ncclparse.store.atomic import atomic_output
+    from ncclparse.store.atomic import append_block, atomic_output
 
     failed = error_result(message)
     renderings: tuple[tuple[Path | None, Callable[[], str]], ...] = (
         (outputs.prometheus, lambda: to_prometheus(failed, timestamp=time.time())),
         (outputs.junit, lambda: to_junit(failed)),
         (outputs.json_path, lambda: to_json(failed)),
-        (outputs.markdown, lambda: _appended(outputs.markdown, to_markdown(failed))),
+        (outputs.markdown, lambda: to_markdown(failed)),
         (outputs.report, lambda: error_html(message)),
     )
     for path, render in renderings:
@@ -516,8 +505,11 @@ def _write_failed(outputs: _Outputs, message: str) -> None:
             prometheus = path == outputs.prometheus
             text = _PROMETHEUS_FAILED if prometheus else f"check failed: {message}\n"
         try:
-            with atomic_output(path, binary=False) as handle:
-                handle.write(text)
+            if path == outputs.markdown:  # a summary is appended, as when it passes
+                append_block(path, text)
+            else:
+                with atomic_output(path, binary=False) as handle:
+                    handle.write(text)
         except Exception as exc:
             if str(exc) != message:  # else said once, by the caller
                 click.echo(f"Error: {exc}", err=True)
@@ -544,6 +536,25 @@ _PROMETHEUS_FAILED = (
 )
 
 
+def _night_date(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """--date, refused beyond tomorrow (UTC): a night dated years ahead would never
+    age out of the baseline window and never be seen as a stale log."""
+    import datetime as dt
+
+    from ncclparse.health.baselines import DATE_AHEAD
+
+    if value is not None:
+        latest = dt.datetime.now(dt.UTC).date() + DATE_AHEAD
+        if value.date() > latest:
+            raise click.BadParameter(
+                f"{value:%Y-%m-%d} is in the future: at most {latest} (today, UTC, "
+                "and one day ahead for time zones)",
+                ctx,
+                param,
+            )
+    return value
+
+
 @click.command()
 @INPUTS
 @history_option(
@@ -555,7 +566,8 @@ _PROMETHEUS_FAILED = (
 @click.option(
     "--date",
     type=click.DateTime(formats=["%Y-%m-%d"]),
-    help="Partition date (default: today, UTC).",
+    callback=_night_date,
+    help="Partition date (default: today, UTC); at most one day ahead of today.",
 )
 @LOCKING
 @FILTERS

@@ -124,8 +124,10 @@ class ReadingEcho:
         self._line: Any = None
 
     def notes(self, found: list[Any]) -> None:
+        from ncclparse.formatting import shown_name
+
         for note in found:
-            click.echo(f"Note: {note.text}", err=True)
+            click.echo(f"Note: {shown_name(note.text)}", err=True)
 
     def progress(self, total: int) -> Any:
         from ncclparse.inputs import progress
@@ -149,11 +151,15 @@ class ReadingEcho:
         return batches
 
     def parsed(self, result: ParseResult, failures: list[Exception]) -> None:
+        from ncclparse.formatting import shown_name
+
+        # A name from the file system is one line, whatever it holds (a newline
+        # would forge a line of its own).
         if not self.quiet:
             for line in summary_lines(result):
-                click.echo(line, err=True)
+                click.echo(shown_name(line), err=True)
         for failure in failures:
-            click.echo(f"Error: {failure}", err=True)
+            click.echo(f"Error: {shown_name(str(failure))}", err=True)
 
 
 def parse_points(
@@ -376,10 +382,14 @@ def show_values(values: dict[str, Any], as_json: bool) -> None:
 
 
 def command_line() -> str:
-    """How ncclparse was invoked, for the report footer (shell-quoted)."""
+    """How ncclparse was invoked, for the report footer (shell-quoted, each
+    argument shown as a name from the file system is: one line, control characters
+    and the bytes of a name that is not UTF-8 as escapes)."""
+    from ncclparse.formatting import shown_name
+
     program = Path(sys.argv[0]).name
     program = "python -m ncclparse" if program == "__main__.py" else program
-    return " ".join([program, *map(shlex.quote, sys.argv[1:])])
+    return " ".join([program, *(shown_name(shlex.quote(a)) for a in sys.argv[1:])])
 
 
 def _stdout_is_terminal() -> bool:

@@ -16,11 +16,22 @@ with its sources :mod:`~ncclparse.efficiency.presets`, both re-exported here.
 from __future__ import annotations
 
 import re
-import tomllib
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from ncclparse._settings import (
+    Count,
+    Figure,
+    Flag,
+    Number,
+    SettingError,
+    Spec,
+    Table,
+    Word,
+    checked,
+    read_toml,
+)
 from ncclparse.efficiency.presets import PRESETS
 from ncclparse.efficiency.profile import HardwareProfile
 from ncclparse.errors import ProfileError
@@ -35,30 +46,35 @@ __all__ = [
     "resolve_profile",
 ]
 
-_FIGURES = {
-    "intra_gbps": bandwidth_gbps,
-    "inter_gbps": bandwidth_gbps,
-    "nic_gbps": bandwidth_gbps,
-    "pcie_gbps": bandwidth_gbps,
-    "xe_link_gbps": bandwidth_gbps,
-    "link_gbps": bandwidth_gbps,
-    "mdfi_gbps": bandwidth_gbps,
-    "alpha_us": time_us,
-}
-_PLAIN = {
-    "name",
-    "description",
-    "gpus_per_node",
-    "hosts_per_node",
-    "nics_per_node",
-    "nic_derating",
-    "xe_links",
-    "host_staging",
-    "device_pattern",
-    "intra_topology",
-    "intra_link",
-    "net_link",
-    "gpu_pattern",
+# What a profile file may give each key: a figure as a number or a string with a
+# unit; counts are whole numbers, flags true or false, words strings. A boolean is
+# never a number (``intra_gbps = true`` would be 1 GB/s, and every log would pass).
+_BANDWIDTH = Figure(bandwidth_gbps)
+_COUNT = Count(1, 100_000)
+_KEYS: dict[str, Spec] = {
+    "name": Word(),
+    "description": Word(),
+    "gpus_per_node": _COUNT,
+    "intra_gbps": _BANDWIDTH,
+    "inter_gbps": _BANDWIDTH,
+    "hosts_per_node": _COUNT,
+    "alpha_us": Figure(time_us),
+    "intra_topology": Word(("switch", "mesh")),
+    "link_gbps": _BANDWIDTH,
+    "nics_per_node": _COUNT,
+    "nic_gbps": _BANDWIDTH,
+    "nic_derating": Number(0, 1, above=True),
+    "pcie_gbps": _BANDWIDTH,
+    "xe_link_gbps": _BANDWIDTH,
+    "xe_links": _COUNT,
+    "mdfi_gbps": _BANDWIDTH,
+    "host_staging": Flag(),
+    "device_pattern": Word(),
+    "intra_link": Word(),
+    "net_link": Word(),
+    "gpu_pattern": Word(),
+    "base": Word(),
+    "sources": Table(),
 }
 
 
@@ -75,31 +91,39 @@ def load_profile(path: str | Path) -> HardwareProfile:
         [sources]
         inter_gbps = "our fabric acceptance test"
 
-    Raises ProfileError for a missing file, bad TOML, an unknown key or a bad figure.
+    Raises ProfileError naming the file for a missing file, one that is not UTF-8
+    TOML, an unknown key or a bad value.
     """
     path = Path(path)
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
+        data = read_toml(path)
+    except SettingError as exc:
         raise ProfileError(
-            f"cannot read profile {str(path)!r}: {exc.strerror}"
-        ) from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise ProfileError(f"profile {str(path)!r} is not valid TOML: {exc}") from exc
-    return profile_from_mapping(data, default_name=path.stem)
+            str(exc).replace(": cannot read:", ": cannot read profile:")
+        ) from None
+    try:
+        return profile_from_mapping(data, default_name=path.stem)
+    except ProfileError as exc:
+        raise ProfileError(f"{path}: {exc}") from None
 
 
 def profile_from_mapping(data: dict[str, Any], *, default_name: str) -> HardwareProfile:
-    """Build a profile from a TOML-like mapping (see :func:`load_profile`)."""
-    data = dict(data)
-    base_name = data.pop("base", None)
-    sources = data.pop("sources", {})
-    unknown = set(data) - set(_FIGURES) - _PLAIN
+    """Build a profile from a TOML-like mapping (see :func:`load_profile`).
+
+    Raises ProfileError naming the key for an unknown key or a value of the wrong
+    type or range."""
+    unknown = set(data) - set(_KEYS)
     if unknown:
-        known = ", ".join(sorted(set(_FIGURES) | _PLAIN | {"base", "sources"}))
+        known = ", ".join(sorted(_KEYS))
         raise ProfileError(
             f"unknown profile key(s) {sorted(unknown)}: known keys: {known}"
         )
+    try:
+        data = {key: checked(_KEYS[key], value, key) for key, value in data.items()}
+    except SettingError as exc:
+        raise ProfileError(str(exc)) from None
+    base_name = data.pop("base", None)
+    sources = data.pop("sources", {})
     values: dict[str, Any] = {}
     if base_name is not None:
         values.update(_preset(str(base_name)).as_dict())
@@ -108,18 +132,14 @@ def profile_from_mapping(data: dict[str, Any], *, default_name: str) -> Hardware
     values["description"] = (
         f"user profile based on {base_name}" if base_name else "user profile"
     )
-    for key, raw in data.items():
-        values[key] = _FIGURES[key](raw) if key in _FIGURES else raw
+    values.update(data)
     if "intra_gbps" not in values or "gpus_per_node" not in values:
         raise ProfileError(
             f"profile {values['name']!r} needs intra_gbps and gpus_per_node "
             f"(or base = one of {', '.join(PRESETS)})"
         )
     values["sources"] = tuple((str(k), str(v)) for k, v in dict(sources).items())
-    try:
-        return HardwareProfile(**values)
-    except TypeError as exc:  # a wrong type for a plain key, e.g. gpus_per_node = "8"
-        raise ProfileError(f"profile {values['name']!r}: {exc}") from exc
+    return HardwareProfile(**values)
 
 
 def match_device(device: str | None) -> HardwareProfile | None:

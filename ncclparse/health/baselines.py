@@ -30,6 +30,7 @@ from ncclparse.store.history import HistoryView, usable, view_of
 
 __all__ = [
     "BASELINE_KEYS",
+    "DATE_AHEAD",
     "RunDates",
     "Selection",
     "baselines",
@@ -37,6 +38,11 @@ __all__ = [
     "tag_values",
     "window_start",
 ]
+
+# How far ahead of today (UTC) a night's date may be: tomorrow is still tonight in a
+# time zone ahead of UTC. ``ingest --date`` refuses dates beyond it; a history run
+# dated beyond it is not tonight's.
+DATE_AHEAD = dt.timedelta(days=1)
 
 # What makes two rows the same series for a baseline (schema.md names); tags are
 # matched separately. Hosts are deliberately not part of it: a pairwise test meets a
@@ -323,10 +329,10 @@ class Selection:
     selected: RunDates
     oldest: str | None
     tag_values: dict[str, Counter[str | None]] = field(default_factory=dict)
-    # The candidate's own logs the history got on an earlier date than ``today``:
-    # their keys, and those runs' dates (a logs directory that was not refreshed).
-    earlier_keys: frozenset[str] = frozenset()
-    earlier: RunDates = field(default_factory=lambda: RunDates())
+    # The candidate's own logs the history got on another night than ``today``
+    # (earlier, or dated beyond tomorrow): the first such date by ingest key (a logs
+    # directory that was not refreshed), whatever their tags.
+    stale: dict[str, str] = field(default_factory=dict)
 
 
 def select_baseline(
@@ -369,8 +375,11 @@ def select_baseline(
     def dates(frame: pd.DataFrame) -> RunDates:
         return RunDates(_days(frame["date"]))
 
-    tonight_iso = (today or dt.datetime.now(dt.UTC).date()).isoformat()
-    earlier = tagged[mine & (tagged["date"] < tonight_iso).to_numpy(dtype=bool)]
+    tonight = today or dt.datetime.now(dt.UTC).date()
+    night = runs["date"].between(
+        tonight.isoformat(), (tonight + DATE_AHEAD).isoformat()
+    )
+    again = runs[runs["ingest_key"].isin(list(exclude_keys)) & ~night]
 
     return Selection(
         table,
@@ -383,8 +392,10 @@ def select_baseline(
         selected=dates(tagged[~mine & fit & recent]),
         oldest=oldest,
         tag_values=tag_values(view, runs, tags) if tags else {},
-        earlier_keys=frozenset(earlier["ingest_key"].astype(str)),
-        earlier=dates(earlier),
+        stale={
+            str(key): str(date)
+            for key, date in again.groupby("ingest_key")["date"].min().items()
+        },
     )
 
 

@@ -28,7 +28,7 @@ import pyarrow.compute as pc
 
 from ncclparse._arrow import frame, key_text, rows_by_run, run_rows
 from ncclparse.efficiency import Analysis, HardwareOptions, analyze
-from ncclparse.formatting import format_bytes, series_label
+from ncclparse.formatting import format_bytes, series_label, shown_name
 from ncclparse.health.baselines import BASELINE_KEYS, select_baseline
 from ncclparse.health.blame import HostScore, blame, run_scores
 from ncclparse.health.cases import (
@@ -47,6 +47,7 @@ from ncclparse.health.integrity import (
     baseline_cases,
     expect_cases,
     history_expect_cases,
+    history_off_case,
     input_case,
     integrity_case,
     misprinted_by_run,
@@ -162,7 +163,7 @@ def check(
     tags: Mapping[str, str] | None = None,
     first_night: bool = False,
     history_name: str = "the history",
-    exclude_keys: frozenset[str] = frozenset(),
+    input_keys: Mapping[str, str] | None = None,
     today: dt.date | None = None,
     hardware: HardwareOptions | None = None,
     expect_history: bool = True,
@@ -178,8 +179,9 @@ def check(
     ``input`` cases; no run in any input is a failed ``runs`` case.
     ``history`` is a table from :func:`ncclparse.store.history.read_history`, or
     None; its runs with every ``tags`` item, other than the candidate's own
-    (``exclude_keys``, ingest keys) and within the window, make the baseline
-    (:func:`ncclparse.health.baselines.select_baseline`). With history, the
+    (``input_keys``: each source's ingest key) and within the window, make the
+    baseline (:func:`ncclparse.health.baselines.select_baseline`); an input the
+    history got on another night fails its own ``fresh input`` case. With history, the
     ``history`` case ``baseline`` says which runs those are, and fails when there
     are none (skipped with ``first_night``: no baseline is expected yet), naming
     what the history, called ``history_name``, holds. With a baseline and
@@ -188,16 +190,23 @@ def check(
     """
     runs = {(r["source"], r["run"]): r for r in result.runs.to_pylist()}
     cases = [input_case(exc) for exc in input_failures]
-    cases += [Case("input", n.source, "SKIP", n.text, n.source) for n in input_notes]
+    for note in input_notes:
+        source = shown_name(note.source)
+        cases.append(Case("input", source, "SKIP", shown_name(note.text), source))
     if not runs:
         failed = [input_case(exc).source or "" for exc in input_failures]
         cases.append(no_run_case(list(dict.fromkeys([*failed, *result.accounting]))))
     chosen = base = lookup = None
+    keys = dict(input_keys or {})
     if history is not None:
         chosen = select_baseline(
-            history, rules.history, tags=tags, exclude_keys=exclude_keys, today=today
+            history,
+            rules.history,
+            tags=tags,
+            exclude_keys=frozenset(keys.values()),
+            today=today,
         )
-        if chosen.selected:
+        if chosen.selected and rules.history.enabled:
             base = chosen.table
             lookup = _Lookup.of(base, rules.history.min_runs)
     judged = [
@@ -213,10 +222,14 @@ def check(
     for at in range(len(rules.rules)):
         cases += [c for j in judged for c in j.rules[at]]
     if chosen is not None:
-        cases += baseline_cases(
-            chosen, rules.history, first_night=first_night, name=history_name
-        )
-        logs = pc.count_distinct(result.measurements["source"]).as_py()
+        if rules.history.enabled:
+            cases += baseline_cases(
+                chosen, rules.history, first_night=first_night, name=history_name
+            )
+        else:
+            cases.append(history_off_case(rules.origin))
+        measured = set(pc.unique(result.measurements["source"]).to_pylist())
+        logs = {source: key for source, key in keys.items() if source in measured}
         cases += stale_inputs_case(chosen, logs)
     cases += [c for j in judged for c in j.history]
     # In the order one grouping of every row gives (by source and run; within a run,

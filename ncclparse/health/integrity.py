@@ -19,7 +19,7 @@ import pandas as pd
 
 # The tolerance of the printed digits, as the busbw_mismatch flag computes it.
 from ncclparse.efficiency.bandwidth import _print_tolerance, _time_tolerance
-from ncclparse.formatting import format_bytes, format_gbps, series_label
+from ncclparse.formatting import format_bytes, format_gbps, series_label, shown_name
 from ncclparse.health.baselines import RunDates, Selection
 from ncclparse.health.cases import SHOWN, Case, Outcome, SizeMiss, context, hosts
 from ncclparse.health.rules import HistoryPolicy, Rules
@@ -30,6 +30,7 @@ __all__ = [
     "baseline_cases",
     "expect_cases",
     "history_expect_cases",
+    "history_off_case",
     "input_case",
     "integrity_case",
     "misprinted_by_run",
@@ -38,8 +39,10 @@ __all__ = [
 
 
 def input_case(exc: Exception) -> Case:
-    text = str(exc)
-    source = getattr(exc, "source", None) or text.split(":", 1)[0]
+    """The failed case of an input that could not be read; its text names a file
+    (:func:`~ncclparse.formatting.shown_name`: one line, control characters shown)."""
+    text = shown_name(str(exc))
+    source = shown_name(getattr(exc, "source", None) or text.split(":", 1)[0])
     return Case("input", source, "FAIL", f"{text} (no data is never a pass)", source)
 
 
@@ -264,19 +267,34 @@ def baseline_cases(
     return cases
 
 
-def stale_inputs_case(chosen: Selection, logs: int) -> list[Case]:
-    """A failing ``history`` case when every one of tonight's ``logs`` (the inputs
-    with measurements) is in the history already, ingested on an earlier date: the
-    logs directory was not refreshed (the benchmark did not run), and judging it
+def history_off_case(origin: str | None) -> Case:
+    """The skipped ``history`` case of a check whose rules switch history judging
+    off (``[history] enabled = false`` in the rules file ``origin``): said in every
+    output, so that an alert that cannot fire is seen."""
+    where = f" in {origin}" if origin else ""
+    message = f"history judging switched off by [history] enabled = false{where}"
+    return Case("history", "baseline", "SKIP", message)
+
+
+def stale_inputs_case(chosen: Selection, input_keys: Mapping[str, str]) -> list[Case]:
+    """One failing ``history`` case per input log (``input_keys``: each log with
+    measurements and its ingest key) the history got on another night
+    (:attr:`Selection.stale`): its benchmark did not run tonight, and judging it
     again would pass every night. Logs ingested tonight (a check run after the
-    ingest) are tonight's; some old logs among new ones fail nothing."""
-    if not logs or len(chosen.earlier_keys) < logs:
-        return []
-    message = (
-        f"every input log ({logs}) is already in the history, {_dated(chosen.earlier)}"
-        ": tonight's logs were not refreshed (did the benchmark run?)"
-    )
-    return [Case("history", "fresh inputs", "FAIL", message, checked=logs)]
+    ingest) are tonight's."""
+    return [
+        Case(
+            "history",
+            f"fresh input {shown_name(source)}",
+            "FAIL",
+            f"{shown_name(source)} is already in the history, ingested on "
+            f"{chosen.stale[key]}: this log was not refreshed tonight (did its "
+            "benchmark run?)",
+            source,
+        )
+        for source, key in sorted(input_keys.items())
+        if key in chosen.stale
+    ]
 
 
 def _no_baseline(

@@ -145,7 +145,7 @@ def check(
             tags=tags,
             first_night=first_night,
             history_name=name,
-            exclude_keys=frozenset(source_keys(parsed).values()),
+            input_keys=source_keys(parsed),
             today=today,
             hardware=hardware,
             expect_history=expect_history,

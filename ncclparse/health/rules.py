@@ -12,12 +12,20 @@ file format is documented in ``docs/check-json.md`` (section "Rules file").
 
 from __future__ import annotations
 
-import math
-import tomllib
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
 
+from ncclparse._settings import (
+    Count,
+    Flag,
+    Number,
+    SettingError,
+    Spec,
+    Word,
+    checked,
+    read_toml,
+)
 from ncclparse.collectives import COLLECTIVES
 from ncclparse.errors import NcclParseError
 from ncclparse.units import size_bytes
@@ -109,7 +117,8 @@ class HistoryPolicy:
 
     The baseline of a series and size is the most recent ``window`` runs not older
     than ``max_age_days`` (0: no limit); with fewer than ``min_runs`` the size is
-    skipped. A bandwidth-bound size regresses when its busbw is below the median by
+    skipped. ``enabled = False`` switches history judging off, and the check says
+    so. A bandwidth-bound size regresses when its busbw is below the median by
     more than both ``mad_k`` scaled MADs (1.4826 x MAD, the normal-consistent
     spread) and ``min_drop`` x median; a latency-bound size when its time is above
     the median by more than ``mad_k`` scaled MADs and ``min_rise`` x median.
@@ -121,6 +130,7 @@ class HistoryPolicy:
     mad_k: float = 4.0
     min_drop: float = 0.05
     min_rise: float = 0.10
+    enabled: bool = True
 
     def busbw_floor(self, median: float, mad: float) -> float:
         """The lowest busbw that is not a regression from a baseline of this
@@ -191,7 +201,8 @@ MIN_COHORT = 3
 
 @dataclass(frozen=True, slots=True)
 class Rules:
-    """Everything a check judges against."""
+    """Everything a check judges against; ``origin`` names the rules file (None:
+    the built-in rules)."""
 
     rules: tuple[Rule, ...]
     expect: Expectations = field(default_factory=Expectations)
@@ -199,6 +210,7 @@ class Rules:
     blame: BlamePolicy = field(default_factory=BlamePolicy)
     verdict: VerdictPolicy = field(default_factory=VerdictPolicy)
     cohort: CohortPolicy = field(default_factory=CohortPolicy)
+    origin: str | None = None
 
 
 # Efficiency against the ideal is the verdict's (VerdictPolicy); the default rule
@@ -214,17 +226,15 @@ def load_rules(path: str | Path) -> Rules:
     """Read a TOML rules file; sections it lacks keep :data:`DEFAULT_RULES`' values.
 
     Raises RulesError (never OSError or a TOML error) for a file that cannot be read,
-    is not TOML, or holds an unknown key or invalid value, naming the file.
+    is not UTF-8 TOML, or holds an unknown key or invalid value, naming the file.
     """
     try:
-        with Path(path).open("rb") as handle:
-            data = tomllib.load(handle)
-    except OSError as exc:
-        raise RulesError(f"{path}: cannot read rules: {exc.strerror}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise RulesError(f"{path}: not valid TOML: {exc}") from exc
+        data = read_toml(path)
+    except SettingError as exc:
+        text = str(exc).replace(": cannot read:", ": cannot read rules:")
+        raise RulesError(text) from None
     try:
-        return rules_from_mapping(data)
+        return replace(rules_from_mapping(data), origin=str(path))
     except RulesError as exc:
         raise RulesError(f"{path}: {exc}") from exc
 
@@ -257,25 +267,54 @@ def rules_from_mapping(data: dict[str, Any]) -> Rules:
     return Rules(
         rules=rules,
         expect=expect,
-        history=_policy(data, "history", DEFAULT_RULES.history),
+        history=_history(data),
         blame=_policy(data, "blame", DEFAULT_RULES.blame),
         verdict=_verdict(data),
         cohort=_cohort(data),
     )
 
 
-def _verdict(data: dict[str, Any]) -> VerdictPolicy:
-    table = dict(_table(data, "verdict")) if "verdict" in data else {}
-    # The one word among numbers: taken out before the numbers are read.
-    unjudged = table.pop("unjudged", DEFAULT_RULES.verdict.unjudged)
-    if unjudged not in UNJUDGED:
+# What a rules file may give each policy key, where its type's spec (_type_spec) is
+# not enough: a value out of these ranges switches judging off without saying so (a
+# window below min_runs never gives a baseline, min_drop = 1 never regresses); that
+# is said explicitly, with [history] enabled = false. A section's key not listed
+# here takes its type's spec, so a new section needs no entry.
+_SPECS: dict[str, dict[str, Spec]] = {
+    "history": {
+        "window": Count(1, 1000),
+        "min_runs": Count(1, 1000),
+        "max_age_days": Count(0, 3650),  # ten years; 0: no age limit
+        "mad_k": Number(0, 100),
+        "min_drop": Number(0, 0.9),
+        "min_rise": Number(0, 10),
+    },
+    "blame": {
+        "min_runs": Count(1, 1000),
+        "slow_score": Number(0, 1, above=True),
+        "min_slow_fraction": Number(0, 1, above=True),
+        "min_deficit": Number(0, 0.9),
+    },
+    "verdict": {
+        "good": Number(0, 10, above=True),
+        "poor": Number(0, 10, above=True),
+        "unjudged": Word(UNJUDGED),
+    },
+}
+
+
+def _history(data: dict[str, Any]) -> HistoryPolicy:
+    policy: HistoryPolicy = _policy(data, "history", DEFAULT_RULES.history)
+    if policy.enabled and policy.window < policy.min_runs:
         raise RulesError(
-            f"[verdict] unjudged: must be one of {', '.join(map(repr, UNJUDGED))}, "
-            f"got {unjudged!r}"
+            f"[history] window: {policy.window} is below min_runs {policy.min_runs}: "
+            "no size would ever have a baseline, so history would judge nothing "
+            "(to switch history judging off, say so: [history] enabled = false)"
         )
-    given = {"verdict": table} if "verdict" in data else {}
-    policy: VerdictPolicy = _policy(given, "verdict", DEFAULT_RULES.verdict)
-    policy = replace(policy, unjudged=unjudged)
+    return policy
+
+
+def _verdict(data: dict[str, Any]) -> VerdictPolicy:
+    policy: VerdictPolicy = _policy(data, "verdict", DEFAULT_RULES.verdict)
     if not 0 <= policy.poor <= policy.good:
         raise RulesError(
             f"[verdict]: need 0 <= poor <= good, got poor {policy.poor:g} and good "
@@ -317,8 +356,8 @@ def _rule(item: Any, index: int) -> Rule:
     metric = item.get("metric")
     if metric not in METRICS:
         raise RulesError(f"{where}: 'metric' must be one of {', '.join(METRICS)}")
-    threshold = _number(item.get("threshold"), f"{where} threshold")
-    tolerance = _number(item.get("tolerance", 0.0), f"{where} tolerance")
+    threshold = _setting(Number(), item.get("threshold"), f"{where} threshold")
+    tolerance = _setting(Number(), item.get("tolerance", 0.0), f"{where} tolerance")
     if tolerance >= 1:
         raise RulesError(f"{where}: tolerance is a fraction below 1, got {tolerance}")
     regime = item.get("regime")
@@ -349,14 +388,34 @@ def _policy(data: dict[str, Any], key: str, default: Any) -> Any:
         return default
     table = _table(data, key)
     _known(table, {f.name for f in fields(default)}, f"[{key}]")
-    values = {}
-    for name, value in table.items():
-        wanted = type(getattr(default, name))
-        number = _number(value, f"[{key}] {name}")
-        if wanted is int and not float(number).is_integer():
-            raise RulesError(f"[{key}] {name}: must be a whole number, got {value}")
-        values[name] = wanted(number)
+    specs = _SPECS.get(key, {})
+    values = {
+        name: _setting(
+            specs.get(name) or _type_spec(getattr(default, name)),
+            value,
+            f"[{key}] {name}",
+        )
+        for name, value in table.items()
+    }
     return replace(default, **values)
+
+
+def _type_spec(default: Any) -> Spec:
+    """The spec of a policy key from its default value's type."""
+    if isinstance(default, bool):
+        return Flag()
+    if isinstance(default, int):
+        return Count()
+    if isinstance(default, str):
+        return Word()
+    return Number()
+
+
+def _setting(spec: Spec, value: Any, where: str) -> Any:
+    try:
+        return checked(spec, value, where)
+    except SettingError as exc:
+        raise RulesError(str(exc)) from None
 
 
 def _known(table: dict[str, Any], allowed: set[str], where: str) -> None:
@@ -380,15 +439,6 @@ def _list(table: dict[str, Any], key: str) -> list[Any]:
     if not isinstance(value, list):
         raise RulesError(f"'{key}' must be an array")
     return value
-
-
-def _number(value: Any, where: str) -> float:
-    # bool is an int in Python; `threshold = true` is a typo, not 1.
-    if isinstance(value, bool) or not isinstance(value, int | float):
-        raise RulesError(f"{where}: expected a number, got {value!r}")
-    if not math.isfinite(value) or value < 0:
-        raise RulesError(f"{where}: expected a finite number >= 0, got {value!r}")
-    return float(value)
 
 
 def _size(value: Any, where: str) -> int:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import IO, Any, NamedTuple, Protocol, TypeVar, cast
 
 from ncclparse.errors import InputError
+from ncclparse.formatting import shown_name
 
 from ._nccl_topology import Facts, holds_facts, scan_cached
 
@@ -598,16 +599,11 @@ def _is_text(stream: IO[str] | IO[bytes]) -> bool:
 
 
 def _shown(name: str) -> str:
-    """``name`` as a table can hold it (UTF-8): the bytes of a file name that are not
-    UTF-8, which Python keeps as lone surrogates, are shown as U+FFFD."""
-    try:
-        name.encode("utf-8")
-    except UnicodeEncodeError:
-        try:
-            return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
-        except UnicodeEncodeError:  # a lone surrogate no file name decodes to
-            return name.encode("utf-8", "replace").decode("utf-8")
-    return name
+    """``name`` as a table and every output can hold it, on one line
+    (:func:`ncclparse.formatting.shown_name`): control characters as escapes, and
+    the bytes of a file name that are not UTF-8, which Python keeps as lone
+    surrogates, as ``\\xff``, so the file can still be told."""
+    return shown_name(name)
 
 
 def open_source(source: Source, name: str | None = None) -> tuple[str, IO[str], bool]:
@@ -631,7 +627,7 @@ def open_source(source: Source, name: str | None = None) -> tuple[str, IO[str], 
         except OSError as exc:
             raise InputError(f"{display}: cannot read: {exc.strerror}") from exc
         except ValueError as exc:  # e.g. a NUL byte: no file can have that name
-            raise InputError(f"{display!r}: not a valid path ({exc})") from exc
+            raise InputError(f"{display}: not a valid path ({exc})") from exc
         try:
             return display, _text(decompressed(binary, display, owned=True)), True
         except BaseException:

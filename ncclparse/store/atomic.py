@@ -2,11 +2,13 @@
 
 :func:`atomic_output` writes to a temporary file beside the target and renames it
 over the target only when complete, so a reader never sees half a file and a failed
-write leaves yesterday's file as it was.
+write leaves yesterday's file as it was. :func:`append_block` appends to a file that
+other processes append to, losing none of their blocks.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import tempfile
 import time
@@ -52,6 +54,38 @@ def atomic_output(path: Path, *, binary: bool) -> Iterator[IO[Any]]:
         if isinstance(exc, OSError):
             raise NcclParseError(f"{path}: cannot write: {exc.strerror}") from exc
         raise
+
+
+def append_block(path: Path, text: str) -> None:
+    """Append ``text`` to ``path`` (created if missing) as one block, after a blank
+    line when the file holds text (and a newline when it lacks its last one).
+
+    Processes appending at once (a CI job's steps writing its step summary) each
+    keep their block: the file is locked (flock) for the append, and the append is
+    made to the file itself, never by replacing it with a copy that another's
+    block may be missing from. A failed write is undone (the file is cut back).
+    Raises NcclParseError when the file cannot be opened, locked or written.
+    """
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o666)
+    except OSError as exc:
+        raise NcclParseError(f"{path}: cannot append to it: {exc.strerror}") from exc
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        size = os.fstat(fd).st_size
+        last = os.pread(fd, 1, size - 1) if size else b""
+        lead = "" if not size else "\n" if last == b"\n" else "\n\n"
+        data = (lead + text).encode("utf-8")
+        try:
+            while data:
+                data = data[os.write(fd, data) :]
+        except OSError:
+            os.ftruncate(fd, size)
+            raise
+    except OSError as exc:
+        raise NcclParseError(f"{path}: cannot append to it: {exc.strerror}") from exc
+    finally:
+        os.close(fd)  # and so unlocked
 
 
 def remove_stale_temporaries(

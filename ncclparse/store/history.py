@@ -329,7 +329,9 @@ def ingest(
             where.make_directory(partition)
             with where.output(relative) as handle:
                 pq.write_table(_with_runs(table), handle)
-        except (OSError, pa.ArrowException) as exc:
+        # A local file that cannot be written is a NcclParseError (atomic_output):
+        # disk full or read-only, the machine's fault like the others (exit 4).
+        except (OSError, pa.ArrowException, NcclParseError) as exc:
             raise HistoryError(
                 f"{where.name}: cannot ingest: cannot write {relative}: "
                 f"{_first_line(exc)}"
