@@ -175,7 +175,10 @@ def test_the_rules_file_sets_the_threshold_and_turns_the_rule_off(
             "which is slow), got 2",
         ),
         ({"threshold": 1.5}, "[cohort] threshold: a fraction below 1, got 1.5"),
-        ({"threshold": "15%"}, "[cohort] threshold: expected a number, got '15%'"),
+        (
+            {"threshold": "15%"},
+            "[cohort] threshold: expected a number, got '15%' (a string)",
+        ),
         ({"enabled": "no"}, "[cohort] enabled: expected true or false, got 'no'"),
         (
             {"treshold": 0.1},
