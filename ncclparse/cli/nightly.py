@@ -579,20 +579,30 @@ def ingest(
     """
     from ncclparse.store.history import HistoryError
     from ncclparse.store.history import ingest as add_to_history
+    from ncclparse.store.spool import Spool
 
-    result, failures = parse_inputs(inputs, quiet, filters=filters, jobs=jobs)
     try:
-        done = add_to_history(
-            result,
-            history_dir,
-            tags=tags,
-            date=date.date() if date else None,
-            lock=lock,
-            lock_timeout=lock_timeout,
-        )
-    except HistoryError as exc:
-        click.echo(f"Error: {exc}", err=True)
+        spool = Spool()
+    except OSError as exc:
+        click.echo(f"Error: cannot create a temporary file: {exc}", err=True)
         sys.exit(EXIT_INFRASTRUCTURE)
+    with spool:  # the rows wait on disk for their runs: memory stays flat
+        result, failures = parse_inputs(
+            inputs, quiet, on_batch=spool.write, filters=filters, jobs=jobs
+        )
+        try:
+            done = add_to_history(
+                result,
+                history_dir,
+                tags=tags,
+                date=date.date() if date else None,
+                lock=lock,
+                lock_timeout=lock_timeout,
+                spool=spool,
+            )
+        except HistoryError as exc:
+            click.echo(f"Error: {exc}", err=True)
+            sys.exit(EXIT_INFRASTRUCTURE)
     click.echo(
         f"{history_dir}: {len(done.added)} added ({done.rows} rows), "
         f"{len(done.skipped)} already present, {len(done.empty)} without measurements"
