@@ -29,7 +29,7 @@ from ncclparse._arrow import frame, key_text, rows_by_run, run_rows
 from ncclparse.efficiency import Analysis, HardwareOptions, analyze
 from ncclparse.formatting import format_bytes, series_label
 from ncclparse.health.baselines import BASELINE_KEYS, select_baseline
-from ncclparse.health.blame import HostScore, blame, run_scores
+from ncclparse.health.blame import HostScore, RunTimes, blame
 from ncclparse.health.cases import (
     ERROR_RULE,
     FORMAT,
@@ -171,10 +171,11 @@ def check(
         if chosen.selected:
             base = chosen.table
             lookup = _Lookup.of(base, rules.history.min_runs)
-    judged = [
-        _judge_batch(batch, runs, rules, lookup, hardware, merged_runs)
-        for batch in _batches(result.measurements, result.runs)
-    ]
+    times = RunTimes()  # what blame reads: a summary per run, batch by batch
+    judged = []
+    for batch in _batches(result.measurements, result.runs):
+        judged.append(_judge_batch(batch, runs, rules, lookup, hardware, merged_runs))
+        times.add(batch[0])
     present = pd.concat([j.present for j in judged], ignore_index=True)
     cases += [c for j in judged for c in j.integrity]
     cases += expect_cases(present, rules, [r["source"] for r in runs.values()])
@@ -191,7 +192,7 @@ def check(
         cases += stale_inputs_case(chosen, logs)
     cases += [c for j in judged for c in j.history]
     analysis = _joined([j.analysis for j in judged])
-    ranked = blame(run_scores(result.measurements, result.runs), rules.blame)
+    ranked = blame(times.scores(result.runs), rules.blame)
     cases += _blame_cases(ranked, len(runs))
     return CheckResult(tuple(cases), ranked, analysis, tags=dict(tags or {}))
 

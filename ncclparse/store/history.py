@@ -921,7 +921,7 @@ def _write(
         for chunk in _chunks(measurements()):
             rows = additions.rows_of(chunk)
             if rows.num_rows:
-                writer.write_table(rows, row_group_size=_BATCH)
+                writer.write_table(rows)  # a row group: _chunks sized it
                 written += rows.num_rows
     return written
 
