@@ -12,6 +12,7 @@ import ncclparse
 from ncclparse.health import check as judging
 from ncclparse.health import nightly
 from ncclparse.health.rules import DEFAULT_RULES
+from ncclparse.report.check_outputs import render_outputs
 from tests import _derive
 from tests.test_memory import peak_rss_mb
 
@@ -58,10 +59,40 @@ def test_runs_judged_in_batches_give_the_same_cases(
     rules = DEFAULT_RULES
     whole = judging.check(result, rules)
     monkeypatch.setattr(judging, "JUDGE_ROWS", 3 * 62)
-    assert len(judging._batches(result.measurements, result.runs)) == 4
+    assert len(list(judging._batches(result.measurements, result.runs))) == 4
     batched = judging.check(result, rules)
     assert [c.message for c in batched.cases] == [c.message for c in whole.cases]
     assert batched.analysis.rows.num_rows == whole.analysis.rows.num_rows == 744
+
+
+def test_outputs_read_only_the_columns_kept_for_them(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Twelve logs, three of them three times slower, judged three runs at a time with only
+    OUTPUT_COLUMNS of the analysed rows kept: the same JUnit, JSON, Prometheus and
+    Markdown as with every column."""
+    healthy = _derive.healthy()
+    slow = _derive.scale(healthy, lambda _size: 3.0)
+    logs = [(slow if i % 4 == 0 else healthy, f"n{i}.log") for i in range(12)]
+    result = ncclparse.parse_many(logs)
+    monkeypatch.setattr(judging, "JUDGE_ROWS", 3 * 62)
+    every = judging.check(result, DEFAULT_RULES)
+    kept = judging.check(result, DEFAULT_RULES, report_rows=False)
+    assert kept.analysis.rows.column_names == list(judging.OUTPUT_COLUMNS)
+    assert every.analysis.rows.num_columns == 64
+    assert [c.message for c in kept.cases] == [c.message for c in every.cases]
+    paths = {
+        "junit": tmp_path / "check.xml",
+        "json_path": tmp_path / "check.json",
+        "prometheus": tmp_path / "check.prom",
+        "markdown": tmp_path / "check.md",
+    }
+    assert render_outputs(kept, timestamp=0.0, **paths) == render_outputs(
+        every, timestamp=0.0, **paths
+    )
+    # The busbw and efficiency samples are made of the rows kept.
+    prometheus = render_outputs(every, prometheus=paths["prometheus"], timestamp=0.0)
+    assert "ncclparse_busbw_bytes_per_second{" in prometheus[paths["prometheus"]]
 
 
 @pytest.mark.slow

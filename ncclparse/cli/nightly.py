@@ -408,6 +408,7 @@ def _judge(
             on_notes=echo.notes,
             progress=echo.progress,
             on_parsed=echo.parsed,
+            report_rows=outputs.report is not None,
         )
     except CheckConfigError as exc:  # configuration: exit 2
         raise click.UsageError(str(exc)) from exc

@@ -15,8 +15,9 @@ reason.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -138,6 +139,7 @@ def check(
     hardware: HardwareOptions | None = None,
     expect_history: bool = True,
     merged_runs: frozenset[tuple[str, int]] = frozenset(),
+    report_rows: bool = True,
 ) -> CheckResult:
     """Judge ``result`` (and inputs that failed to parse) against ``rules``.
 
@@ -154,7 +156,10 @@ def check(
     ``history`` case ``baseline`` says which runs those are, and fails when there
     are none (skipped with ``first_night``: no baseline is expected yet), naming
     what the history, called ``history_name``, holds. With a baseline and
-    ``expect_history``, each shape of it must be present.
+    ``expect_history``, each shape of it must be present. The result's analysis
+    keeps every column of the analysed rows (what a report draws) unless
+    ``report_rows`` is False and the runs are judged in more than one batch: then
+    only :data:`OUTPUT_COLUMNS`, what the check's outputs read.
     Raises ProfileError for bad hardware options.
     """
     runs = {(r["source"], r["run"]): r for r in result.runs.to_pylist()}
@@ -174,8 +179,11 @@ def check(
     times = RunTimes()  # what blame reads: a summary per run, batch by batch
     judged = []
     for batch in _batches(result.measurements, result.runs):
-        judged.append(_judge_batch(batch, runs, rules, lookup, hardware, merged_runs))
+        judge = _judge_batch(batch, runs, rules, lookup, hardware, merged_runs)
         times.add(batch[0])
+        if not report_rows and result.measurements.num_rows > JUDGE_ROWS:
+            judge = dataclasses.replace(judge, analysis=_for_outputs(judge.analysis))
+        judged.append(judge)
     present = pd.concat([j.present for j in judged], ignore_index=True)
     cases += [c for j in judged for c in j.integrity]
     cases += expect_cases(present, rules, [r["source"] for r in runs.values()])
@@ -231,12 +239,44 @@ def _present(rows: pd.DataFrame, rules: Rules) -> pd.DataFrame:
     return pd.concat([series, expected.drop_duplicates()], ignore_index=True)
 
 
-def _batches(measurements: pa.Table, runs: pa.Table) -> list[tuple[pa.Table, pa.Table]]:
+# What the check's outputs (ncclparse.report.check_outputs) read of the analysed
+# rows: a check of many logs keeps only these of every row when no report is drawn.
+OUTPUT_COLUMNS = tuple(
+    dict.fromkeys(
+        (
+            *SERIES_KEYS,
+            "tool",
+            "dtype",
+            "nnodes",
+            "nranks",
+            "size_bytes",
+            "busbw_calc_gbps",
+            "efficiency",
+            "ideal_basis",
+            "cputime",
+            "grouped",
+        )
+    )
+)
+
+
+def _for_outputs(analysis: Analysis) -> Analysis:
+    """``analysis`` with only the columns of its rows the outputs read."""
+    rows = analysis.rows.select(
+        [c for c in OUTPUT_COLUMNS if c in analysis.rows.column_names]
+    )
+    return dataclasses.replace(analysis, rows=rows)
+
+
+def _batches(
+    measurements: pa.Table, runs: pa.Table
+) -> Iterator[tuple[pa.Table, pa.Table]]:
     """``measurements`` and ``runs`` in batches of whole runs, in the order of
-    ``runs``, each of at most JUDGE_ROWS rows unless one run has more. One batch
-    (the tables themselves) when they are that small."""
+    ``runs``, each of at most JUDGE_ROWS rows unless one run has more, each taken
+    when asked for. One batch (the tables themselves) when they are that small."""
     if measurements.num_rows <= JUDGE_ROWS:
-        return [(measurements, runs)]
+        yield measurements, runs
+        return
     counts = runs["rows"].to_numpy(zero_copy_only=False).astype(np.int64)
     batch_of: list[int] = []
     batch, filled = 0, 0
@@ -262,16 +302,9 @@ def _batches(measurements: pa.Table, runs: pa.Table) -> list[tuple[pa.Table, pa.
     order = np.lexsort((position, number))  # by batch, in row order within each
     starts = np.searchsorted(number[order], np.arange(batch + 2))
     run_batch = np.asarray(batch_of)
-    found = []
     for at in range(batch + 1):
         rows = position[order[starts[at] : starts[at + 1]]]
-        found.append(
-            (
-                measurements.take(rows),
-                runs.take(np.flatnonzero(run_batch == at)),
-            )
-        )
-    return found
+        yield measurements.take(rows), runs.take(np.flatnonzero(run_batch == at))
 
 
 def _judge_batch(
