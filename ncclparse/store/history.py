@@ -889,16 +889,18 @@ def _repeated_map(items: list[tuple[str, str]], n: int) -> pa.Array[Any]:
 
 
 def _chunks(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Table]:
-    """``batches`` gathered into tables of at least _BATCH rows (the last may have
-    fewer): a Parquet row group each."""
+    """``batches`` as tables of _BATCH rows (the last may have fewer): a Parquet
+    row group each."""
     held: list[pa.RecordBatch] = []
     rows = 0
     for batch in batches:
         held.append(batch)
         rows += batch.num_rows
-        if rows >= _BATCH:
-            yield pa.Table.from_batches(held)
-            held, rows = [], 0
+        while rows >= _BATCH:
+            table = pa.Table.from_batches(held)
+            yield table.slice(0, _BATCH)
+            rest = table.slice(_BATCH)
+            held, rows = rest.to_batches(), rest.num_rows
     if rows:
         yield pa.Table.from_batches(held)
 
