@@ -122,3 +122,34 @@ def test_memory_of_check_of_a_compressed_repeated_sweep_is_bounded(
             handle.write(_derive.repeat_sweep(_derive.healthy(), times))
         peaks.append(peak_rss_mb(_check_code(path)))
     assert peaks[1] < 1.3 * peaks[0] + 30, peaks
+
+
+def _check_many_code(directory: Path, out: Path) -> str:
+    return (
+        "from ncclparse.cli.app import cli\n"
+        "try:\n"
+        f"    cli(['check', '-q', {str(directory)!r}, '--junit', {str(out / 'j.xml')!r},"
+        f" '--json', {str(out / 'c.json')!r}], standalone_mode=False)\n"
+        "except SystemExit as exc:\n"
+        "    assert exc.code in (0, None), exc.code\n"
+    )
+
+
+@pytest.mark.slow
+def test_memory_of_check_grows_little_with_the_number_of_logs(tmp_path: Path) -> None:
+    """1,000 and 4,000 logs of 62 rows (a real log copied): what each more log
+    costs, its rows kept as Arrow, its cases and what its outputs read. About
+    140 KB a log before blame read a summary and the rows kept only those columns."""
+    text = _derive.healthy()
+    peaks = {}
+    for count in (1_000, 4_000):
+        logs = tmp_path / f"logs{count}"
+        logs.mkdir()
+        for i in range(count):
+            (logs / f"n{i:05d}.log").write_text(text + f"# copy {i}\n")
+        out = tmp_path / f"out{count}"
+        out.mkdir()
+        peaks[count] = peak_rss_mb(_check_many_code(logs, out))
+        assert (out / "c.json").read_text().count('"status": "pass"') > count
+    per_log_kb = (peaks[4_000] - peaks[1_000]) * 1024 / 3_000
+    assert per_log_kb < PER_LOG_KB, peaks

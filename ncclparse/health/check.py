@@ -22,11 +22,12 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ncclparse._arrow import frame, key_text, rows_by_run, run_rows
+from ncclparse._arrow import fill_null, frame, key_text, rows_by_run, run_rows
 from ncclparse.efficiency import Analysis, HardwareOptions, analyze
 from ncclparse.formatting import format_bytes, series_label
 from ncclparse.health.baselines import BASELINE_KEYS, select_baseline
@@ -261,11 +262,19 @@ OUTPUT_COLUMNS = tuple(
 
 
 def _for_outputs(analysis: Analysis) -> Analysis:
-    """``analysis`` with only the columns of its rows the outputs read."""
+    """``analysis`` with only the columns of its rows the outputs read, their
+    repeated text (read through key_text) as dictionaries."""
     rows = analysis.rows.select(
         [c for c in OUTPUT_COLUMNS if c in analysis.rows.column_names]
     )
+    for name in _CODED_COLUMNS:
+        if name in rows.column_names and pa.types.is_string(rows[name].type):
+            at = rows.schema.get_field_index(name)
+            rows = rows.set_column(at, name, pc.dictionary_encode(rows[name]))
     return dataclasses.replace(analysis, rows=rows)
+
+
+_CODED_COLUMNS = ("source", "tool", "collective", "dtype", "redop", "placement")
 
 
 def _batches(
@@ -285,26 +294,37 @@ def _batches(
             batch, filled = batch + 1, 0
         batch_of.append(batch)
         filled += count
-    keys = pa.Table.from_arrays(
-        [runs["source"], runs["run"], pa.array(batch_of, pa.int64())],
-        names=["source", "run", "batch"],
-    )
-    positions = pa.Table.from_arrays(
-        [
-            measurements["source"],
-            measurements["run"],
-            pa.array(np.arange(measurements.num_rows)),
-        ],
-        names=["source", "run", "position"],
-    ).join(keys, ["source", "run"], use_threads=False)
-    number = positions["batch"].fill_null(pa.scalar(-1, pa.int64())).to_numpy()
-    position = positions["position"].to_numpy()
-    order = np.lexsort((position, number))  # by batch, in row order within each
+    run_batch = np.asarray(batch_of, dtype=np.int64)
+    number = _batch_of_rows(measurements, runs, run_batch)
+    order = np.argsort(number, kind="stable")  # by batch, in row order within each
     starts = np.searchsorted(number[order], np.arange(batch + 2))
-    run_batch = np.asarray(batch_of)
+    del number  # held while the batches are judged: 8 bytes a row, not more
     for at in range(batch + 1):
-        rows = position[order[starts[at] : starts[at + 1]]]
+        rows = order[starts[at] : starts[at + 1]]
         yield measurements.take(rows), runs.take(np.flatnonzero(run_batch == at))
+
+
+def _batch_of_rows(
+    measurements: pa.Table, runs: pa.Table, run_batch: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
+    """Each row's batch (``run_batch``: each run's), -1 for a row of no run in
+    ``runs``: runs found by number (source code and run), not by a join on text,
+    which for many logs costs more than the rows themselves."""
+    sources = pc.unique(runs["source"])
+    most = int(pc.max(runs["run"]).as_py() or 0) + 1
+
+    def numbers(table: pa.Table) -> npt.NDArray[np.int64]:
+        found = fill_null(pc.index_in(table["source"], value_set=sources), -1)
+        code = np.asarray(found.to_numpy(zero_copy_only=False), dtype=np.int64)
+        run = np.asarray(table["run"].to_numpy(zero_copy_only=False), dtype=np.int64)
+        return code * most + run  # below 0 for a source not in runs
+
+    keys = numbers(runs)
+    by_key = np.argsort(keys)
+    ordered = keys[by_key]
+    rows = numbers(measurements)
+    at = np.minimum(np.searchsorted(ordered, rows), len(ordered) - 1)
+    return np.where(ordered[at] == rows, run_batch[by_key[at]], -1)
 
 
 def _judge_batch(
