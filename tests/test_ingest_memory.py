@@ -4,12 +4,17 @@ runs and are written a row group at a time (docs/robustness.md, "Memory")."""
 from __future__ import annotations
 
 import datetime as dt
+import errno
+import os
 from pathlib import Path
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from click.testing import CliRunner
 
 import ncclparse
+from ncclparse.cli.app import cli
 from ncclparse.store import history
 from ncclparse.store.spool import Spool
 from tests import _derive
@@ -91,3 +96,34 @@ def test_memory_of_ingest_does_not_grow_with_the_rows_of_one_run(
         peaks.append(peak_rss_mb(code))
         path.unlink()
     assert peaks[1] < 1.3 * peaks[0] + 30, peaks
+
+
+def test_rows_that_cannot_be_kept_aside_add_nothing(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A full TMPDIR while the log is parsed: exit 4 naming what to do, no file in
+    the history, and the log not recorded (a later ingest adds it)."""
+
+    args = ["ingest", "-q", str(_derive.HEALTHY), "--history", str(tmp_path / "h")]
+    monkeypatch.setattr(pa.ipc, "new_stream", lambda *_a, **_k: _Full())
+    done = CliRunner().invoke(cli, args)
+    assert done.exit_code == 4, done.output
+    assert done.stderr == (
+        "Error: cannot keep the parsed rows in a temporary file (No space left "
+        "on device); set TMPDIR to a directory with free space\n"
+    )
+    assert list(tmp_path.rglob("*.parquet")) == []
+    monkeypatch.undo()
+    again = CliRunner().invoke(cli, args)
+    assert again.exit_code == 0, again.output
+    assert history.read_history(tmp_path / "h").num_rows == 62
+
+
+class _Full:
+    """An IPC writer on a full disk."""
+
+    def write_batch(self, batch: object) -> None:
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    def close(self) -> None:
+        pass

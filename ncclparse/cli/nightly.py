@@ -580,18 +580,14 @@ def ingest(
     """
     from ncclparse.store.history import HistoryError
     from ncclparse.store.history import ingest as add_to_history
-    from ncclparse.store.spool import Spool
+    from ncclparse.store.spool import Spool, SpoolError
 
     try:
         spool = Spool()
-    except OSError as exc:
-        click.echo(f"Error: cannot create a temporary file: {exc}", err=True)
-        sys.exit(EXIT_INFRASTRUCTURE)
-    with spool:  # the rows wait on disk for their runs: memory stays flat
-        result, failures = parse_inputs(
-            inputs, quiet, on_batch=spool.write, filters=filters, jobs=jobs
-        )
-        try:
+        with spool:  # the rows wait on disk for their runs: memory stays flat
+            result, failures = parse_inputs(
+                inputs, quiet, on_batch=spool.write, filters=filters, jobs=jobs
+            )
             done = add_to_history(
                 result,
                 history_dir,
@@ -601,9 +597,9 @@ def ingest(
                 lock_timeout=lock_timeout,
                 spool=spool,
             )
-        except HistoryError as exc:
-            click.echo(f"Error: {exc}", err=True)
-            sys.exit(EXIT_INFRASTRUCTURE)
+    except (HistoryError, SpoolError) as exc:
+        click.echo(f"Error: {exc}", err=True)
+        sys.exit(EXIT_INFRASTRUCTURE)
     click.echo(
         f"{history_dir}: {len(done.added)} added ({done.rows} rows), "
         f"{len(done.skipped)} already present, {len(done.empty)} without measurements"

@@ -19,11 +19,16 @@ import pyarrow.compute as pc
 
 from ncclparse import schema
 
-__all__ = ["Spool"]
+__all__ = ["Spool", "SpoolError"]
 
 _OPTIONS = pa.ipc.IpcWriteOptions(
     compression="lz4" if pa.Codec.is_available("lz4") else None
 )
+
+
+class SpoolError(OSError):
+    """The temporary file cannot be created or written (its message says what to
+    do)."""
 
 
 class Spool:
@@ -31,15 +36,18 @@ class Spool:
     gone when closed): :meth:`write` them as parsed (``parse_many``'s
     ``on_batch``), then read them back, in order, with :meth:`batches`.
 
-    ``sources`` names the sources that have a row. Raises OSError when the file
+    ``sources`` names the sources that have a row. Raises SpoolError when the file
     cannot be created or written.
     """
 
     def __init__(self) -> None:
         self.sources: set[str] = set()
         self.rows = 0
-        # Closed by close(): the file is the storage while the spool lives.
-        self._file: io.BufferedRandom = tempfile.TemporaryFile()  # noqa: SIM115
+        try:
+            # Closed by close(): the file is the storage while the spool lives.
+            self._file: io.BufferedRandom = tempfile.TemporaryFile()  # noqa: SIM115
+        except OSError as exc:
+            raise _error(exc) from exc
         self._writer: pa.ipc.RecordBatchStreamWriter | None = pa.ipc.new_stream(
             self._file, schema.MEASUREMENTS_SCHEMA, options=_OPTIONS
         )
@@ -53,7 +61,10 @@ class Spool:
         found = pc.unique(batch.column("source")).to_pylist()
         self.sources.update(cast("list[str]", found))  # never null
         self.rows += batch.num_rows
-        self._writer.write_batch(batch)
+        try:
+            self._writer.write_batch(batch)
+        except OSError as exc:
+            raise _error(exc) from exc
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         """The rows written, in order (the spool takes no more rows after this)."""
@@ -76,3 +87,10 @@ class Spool:
         traceback: TracebackType | None,
     ) -> None:
         self.close()
+
+
+def _error(exc: OSError) -> SpoolError:
+    return SpoolError(
+        "cannot keep the parsed rows in a temporary file "
+        f"({exc.strerror or exc}); set TMPDIR to a directory with free space",
+    )
