@@ -10,7 +10,10 @@ Builds its inputs deterministically from ``tests/fixtures`` into a scratch direc
 4. start-up: ``ncclparse --help`` vs ``python -c pass`` (and ``ncclparse report``);
 5. the efficiency engine (``ncclparse.efficiency.analyze``) on 1 million rows;
 6. one run as long as the big log (a real sweep repeated, as nccl-tests ``-N`` prints
-   it) and a quarter of it: peak RSS of ``parse -o`` and ``report`` (flat, < 500 MB).
+   it) and a quarter of it: peak RSS of ``parse -o``, ``report`` and ``ingest`` (flat,
+   < 500 MB);
+7. ``check`` of 5,000 and 10,000 small logs (a real log of 62 rows copied): peak RSS
+   and what each more log costs.
 
 Each figure is the median of ``--reps`` repetitions. Usage::
 
@@ -348,16 +351,21 @@ def build_one_run(path: Path, size: int) -> None:
 def one_run_rows(
     tool: Path, data: Path, size: int, out: Path, figures: dict[str, object]
 ) -> list[Row]:
-    """Target 6: parse -o and report of one long run, at ``size`` and a quarter."""
-    peaks: dict[str, dict[int, float]] = {"parse": {}, "report": {}}
+    """Target 6: parse -o, report and ingest of one long run, at ``size`` and a
+    quarter."""
+    peaks: dict[str, dict[int, float]] = {"parse": {}, "report": {}, "ingest": {}}
     for each in (size // 4, size):
         log_path = data / f"onerun-{each}.log"
         build_one_run(log_path, each)
-        for command, target in (("parse", "one.parquet"), ("report", "one.html")):
+        history = out / f"history-{each}"
+        shutil.rmtree(history, ignore_errors=True)
+        for command, where in (
+            ("parse", ["-o", out / "one.parquet"]),
+            ("report", ["-o", out / "one.html"]),
+            ("ingest", ["--history", history]),
+        ):
             log(f"6. ncclparse {command} one run of {human(each)} ...")
-            sample = run_once(
-                [tool, command, "-q", log_path, "-o", out / target], rss=True
-            )
+            sample = run_once([tool, command, "-q", log_path, *where], rss=True)
             peak = (sample.rss_kb or 0) / 1024
             peaks[command][each] = peak
             log(f"   {sample.wall:.1f} s, exit {sample.returncode}, {peak:.0f} MB peak")
@@ -372,6 +380,47 @@ def one_run_rows(
             verdict(by_size[size] < 500 and by_size[size] < 1.2 * by_size[size // 4]),
         )
         for command, by_size in peaks.items()
+    ]
+
+
+# A real log of 62 rows (tests/_derive.py HEALTHY).
+SMALL_LOG = (
+    ROOT
+    / "tests"
+    / "fixtures"
+    / "nccl"
+    / "repo-ztan-a3mega_allreduce_16rank_2node_h100_complete.log"
+)
+
+
+def many_logs_rows(tool: Path, data: Path, out: Path, figures: dict[str, object]):
+    """Target 7: check of 5,000 and 10,000 copies of a small real log."""
+    text = SMALL_LOG.read_text()
+    peaks: dict[int, float] = {}
+    for count in (5_000, 10_000):
+        logs = data / f"small-{count}"
+        if not logs.is_dir():
+            logs.mkdir()
+            for i in range(count):
+                (logs / f"n{i:05d}.log").write_text(text + f"# copy {i}\n")
+        log(f"7. ncclparse check {count} logs of 62 rows ...")
+        sample = run_once(
+            [tool, "check", "-q", logs, "--json", out / f"check-{count}.json"],
+            rss=True,
+        )
+        peaks[count] = (sample.rss_kb or 0) / 1024
+        log(f"   {sample.wall:.1f} s, exit {sample.returncode}, {peaks[count]:.0f} MB")
+    figures["many_logs_peak_mb"] = peaks
+    per_log_kb = (peaks[10_000] - peaks[5_000]) * 1024 / 5_000
+    return [
+        Row(
+            "7. peak RSS, check of 10,000 logs of 62 rows",
+            f"{peaks[10_000]:.0f} MB",
+            f"5,000 logs: {peaks[5_000]:.0f} MB",
+            f"{per_log_kb:+.0f} KB per log",
+            "< 1.5x for 2x the logs",
+            verdict(peaks[10_000] < 1.5 * peaks[5_000]),
+        )
     ]
 
 
@@ -543,7 +592,7 @@ def main(argv: list[str] | None = None) -> int:
         help="profiler for --profile (auto: py-spy if installed, else cProfile)",
     )
     ap.add_argument(
-        "--skip", default="", help="comma list of targets to skip: 1,2,3,4,5"
+        "--skip", default="", help="comma list of targets to skip: 1,2,3,4,5,6,7"
     )
     ap.add_argument("--peer", metavar="FILE", help=argparse.SUPPRESS)
     ap.add_argument("--efficiency-child", type=int, help=argparse.SUPPRESS)
@@ -810,6 +859,8 @@ def main(argv: list[str] | None = None) -> int:
 
     if "6" not in skip:
         rows.extend(one_run_rows(tool, args.data, big_size, out, figures))
+    if "7" not in skip:
+        rows.extend(many_logs_rows(tool, args.data, out, figures))
 
     figures["bench_s"] = time.perf_counter() - t_start
     print()

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import io
 
+import pyarrow.compute as pc
 import pytest
 
 import ncclparse
-from ncclparse.health.blame import RunScore, blame, run_scores
+from ncclparse.health.blame import RunScore, RunTimes, blame, run_scores
 from ncclparse.health.rules import BlamePolicy
 from tests import _derive as derive
 
@@ -77,3 +78,25 @@ def test_one_slow_run_does_not_name_a_host() -> None:
         RunScore("e", 0, 1.0, ("y", "w")),
     )
     assert not any(h.slow for h in blame(scores, BlamePolicy()))
+
+
+def test_run_times_gathered_batch_by_batch_score_as_one_frame() -> None:
+    """Six runs added two at a time (as check judges them in batches): the same
+    scores, in the same order, as all the rows at once."""
+    result = _runs("n1", ["n1", "n2", "n3", "n4"])
+    whole = run_scores(result.measurements, result.runs)
+    times = RunTimes()
+    for first in range(0, 6, 2):
+        pair = result.runs.slice(first, 2)["source"]
+        times.add(
+            result.measurements.filter(pc.is_in(result.measurements["source"], pair))
+        )
+    assert times.scores(result.runs) == whole
+    assert [(s.source, s.run) for s in whole] == [
+        ("n1-n2.log", 0),
+        ("n1-n3.log", 0),
+        ("n1-n4.log", 0),
+        ("n2-n3.log", 0),
+        ("n2-n4.log", 0),
+        ("n3-n4.log", 0),
+    ]

@@ -12,8 +12,9 @@ import ncclparse
 from ncclparse.health import check as judging
 from ncclparse.health import nightly
 from ncclparse.health.rules import DEFAULT_RULES
+from ncclparse.report.check_outputs import render_outputs
 from tests import _derive
-from tests.test_memory import peak_rss_mb
+from tests.test_memory import child_output, peak_rss_mb
 
 
 def _check_code(path: Path) -> str:
@@ -58,10 +59,44 @@ def test_runs_judged_in_batches_give_the_same_cases(
     rules = DEFAULT_RULES
     whole = judging.check(result, rules)
     monkeypatch.setattr(judging, "JUDGE_ROWS", 3 * 62)
-    assert len(judging._batches(result.measurements, result.runs)) == 4
+    assert len(list(judging._batches(result.measurements, result.runs))) == 4
     batched = judging.check(result, rules)
     assert [c.message for c in batched.cases] == [c.message for c in whole.cases]
     assert batched.analysis.rows.num_rows == whole.analysis.rows.num_rows == 744
+
+
+def test_outputs_read_only_the_columns_kept_for_them(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Twelve logs, three of them three times slower, judged three runs at a time with only
+    OUTPUT_COLUMNS of the analysed rows kept: the same JUnit, JSON, Prometheus and
+    Markdown as with every column."""
+    healthy = _derive.healthy()
+    slow = _derive.scale(healthy, lambda _size: 3.0)
+    logs = [(slow if i % 4 == 0 else healthy, f"n{i}.log") for i in range(12)]
+    result = ncclparse.parse_many(logs)
+    monkeypatch.setattr(judging, "JUDGE_ROWS", 3 * 62)
+    every = judging.check(result, DEFAULT_RULES)
+    kept = judging.check(result, DEFAULT_RULES, report_rows=False)
+    assert kept.analysis.rows.column_names == list(judging.OUTPUT_COLUMNS)
+    assert every.analysis.rows.num_columns == 64
+    assert [c.message for c in kept.cases] == [c.message for c in every.cases]
+    assert _outputs(kept, tmp_path) == _outputs(every, tmp_path)
+    # The busbw and efficiency samples are made of the rows kept.
+    prometheus = _outputs(every, tmp_path)[tmp_path / "check.prom"]
+    assert "ncclparse_busbw_bytes_per_second{" in prometheus
+
+
+def _outputs(result: judging.CheckResult, out: Path) -> dict[Path, str]:
+    """Every output of ``result`` but the report, at a fixed time."""
+    return render_outputs(
+        result,
+        junit=out / "check.xml",
+        json_path=out / "check.json",
+        prometheus=out / "check.prom",
+        markdown=out / "check.md",
+        timestamp=0.0,
+    )
 
 
 @pytest.mark.slow
@@ -91,3 +126,46 @@ def test_memory_of_check_of_a_compressed_repeated_sweep_is_bounded(
             handle.write(_derive.repeat_sweep(_derive.healthy(), times))
         peaks.append(peak_rss_mb(_check_code(path)))
     assert peaks[1] < 1.3 * peaks[0] + 30, peaks
+
+
+# KB of peak memory per more log of 62 rows, from 2,500 to 5,000 logs: 133 KB when
+# blame read one frame of every row and the outputs kept every column of it (523
+# and 848 MB), 64 KB after (401 and 558 MB). About 28 KB of it is kept (the rows as
+# Arrow, the cases, the rows the outputs read); the rest is what the allocator
+# keeps of the batches judged.
+PER_LOG_KB = 100
+
+
+def _check_command_peak_mb(directory: Path, out: Path) -> float:
+    """Peak resident set of ``ncclparse check`` of ``directory`` (JUnit and JSON
+    into ``out``) and of any process it starts, in MiB, as ``/usr/bin/time``
+    reports it."""
+    code = (
+        "import resource, subprocess, sys\n"
+        "done = subprocess.run([sys.executable, '-m', 'ncclparse', 'check', '-q',"
+        f" {str(directory)!r}, '--junit', {str(out / 'j.xml')!r},"
+        f" '--json', {str(out / 'c.json')!r}])\n"
+        "assert done.returncode == 0, done.returncode\n"
+        "print(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)\n"
+    )
+    return int(child_output(code).split()[-1]) / 1024
+
+
+@pytest.mark.slow
+def test_memory_of_check_grows_little_with_the_number_of_logs(tmp_path: Path) -> None:
+    """2,500 and 5,000 logs of 62 rows (a real log copied): what each more log
+    costs (its rows kept as Arrow, its cases, what its outputs read, and what the
+    allocator keeps of the batches judged), under PER_LOG_KB."""
+    text = _derive.healthy()
+    peaks = {}
+    for count in (2_500, 5_000):
+        logs = tmp_path / f"logs{count}"
+        logs.mkdir()
+        for i in range(count):
+            (logs / f"n{i:05d}.log").write_text(text + f"# copy {i}\n")
+        out = tmp_path / f"out{count}"
+        out.mkdir()
+        peaks[count] = _check_command_peak_mb(logs, out)
+        assert (out / "c.json").read_text().count('"status": "pass"') > count
+    per_log_kb = (peaks[5_000] - peaks[2_500]) * 1024 / 2_500
+    assert per_log_kb < PER_LOG_KB, (per_log_kb, peaks)

@@ -108,7 +108,7 @@ def test_interrupted_ingest_leaves_no_file(
     def killed(*args: object, **kwargs: object) -> None:
         raise KeyboardInterrupt
 
-    monkeypatch.setattr("ncclparse.store.history.pq.write_table", killed)
+    monkeypatch.setattr("ncclparse.store.history._write", killed)
     with pytest.raises(KeyboardInterrupt):
         history.ingest(_night(2), tmp_path, now=NOW)
     monkeypatch.undo()
@@ -269,12 +269,12 @@ from pathlib import Path
 import ncclparse
 from ncclparse.store import history
 
-def killed(table, handle):  # half a file written, then SIGKILL: no clean-up runs
+def killed(handle, rows, additions):  # half a file written, then SIGKILL: no clean-up runs
     handle.write(b"PAR1" + bytes(1000))
     handle.flush()
     os.kill(os.getpid(), signal.SIGKILL)
 
-history.pq.write_table = killed
+history._write = killed
 history.ingest(ncclparse.parse_many([sys.argv[1]]), Path(sys.argv[2]))
 """
 

@@ -413,6 +413,7 @@ def _judge(
             on_notes=echo.notes,
             progress=echo.progress,
             on_parsed=echo.parsed,
+            report_rows=outputs.report is not None,
         )
     except CheckConfigError as exc:  # configuration: exit 2
         raise click.UsageError(str(exc)) from exc
@@ -591,18 +592,24 @@ def ingest(
     """
     from ncclparse.store.history import HistoryError
     from ncclparse.store.history import ingest as add_to_history
+    from ncclparse.store.spool import Spool, SpoolError
 
-    result, failures = parse_inputs(inputs, quiet, filters=filters, jobs=jobs)
     try:
-        done = add_to_history(
-            result,
-            history_dir,
-            tags=tags,
-            date=date.date() if date else None,
-            lock=lock,
-            lock_timeout=lock_timeout,
-        )
-    except HistoryError as exc:
+        spool = Spool()
+        with spool:  # the rows wait on disk for their runs: memory stays flat
+            result, failures = parse_inputs(
+                inputs, quiet, on_batch=spool.write, filters=filters, jobs=jobs
+            )
+            done = add_to_history(
+                result,
+                history_dir,
+                tags=tags,
+                date=date.date() if date else None,
+                lock=lock,
+                lock_timeout=lock_timeout,
+                spool=spool,
+            )
+    except (HistoryError, SpoolError) as exc:
         click.echo(f"Error: {exc}", err=True)
         sys.exit(EXIT_INFRASTRUCTURE)
     click.echo(

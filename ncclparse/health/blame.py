@@ -12,8 +12,8 @@ typical, 0.5 means twice as slow. A host's deficit is 1 - (mean score of runs wi
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import cast
+from dataclasses import dataclass, field
+from typing import Any, cast
 
 import numpy as np
 import pandas as pd
@@ -23,7 +23,7 @@ from ncclparse._arrow import key_text
 from ncclparse.health.rules import BlamePolicy
 from ncclparse.schema import SHAPE_KEYS
 
-__all__ = ["HostScore", "RunScore", "blame", "run_scores"]
+__all__ = ["HostScore", "RunScore", "RunTimes", "blame", "run_scores"]
 
 # A median of two runs cannot tell which one is slow.
 _MINSHAPE_KEYS_RUNS = 3
@@ -78,45 +78,88 @@ def run_scores(measurements: pa.Table, runs: pa.Table) -> tuple[RunScore, ...]:
 
     Rows with size 0, a non-positive time, grouped or CPU times are not used.
     """
-    columns = [*SHAPE_KEYS, "source", "run", "size_bytes", "time_us"]
-    frame = measurements.select(columns).to_pandas()
-    for name in SHAPE_KEYS:  # nulls as "" so that groupby keeps them as one value
-        frame[name] = key_text(measurements[name])
-    usable = (
-        (frame["size_bytes"] > 0)
-        & (frame["time_us"] > 0)
-        & ~measurements["grouped"].to_pandas()
-        & ~measurements["cputime"].to_pandas()
-    )
-    frame = frame[usable]
-    # as_index=False gives a DataFrame; pandas-stubs type every SeriesGroupBy result
-    # as a Series.
-    frame = cast(
-        pd.DataFrame,
-        frame.groupby(
-            [*SHAPE_KEYS, "source", "run", "size_bytes"], as_index=False, sort=False
-        )["time_us"].median(),
-    )
-    shape = list(SHAPE_KEYS)
-    frame["run_id"] = frame["source"] + "#" + frame["run"].astype(str)
-    frame["runs_in_shape"] = frame.groupby(shape)["run_id"].transform("nunique")
-    frame = frame[frame["runs_in_shape"] >= _MINSHAPE_KEYS_RUNS]
-    if frame.empty:
-        return ()
-    typical = frame.groupby([*shape, "size_bytes"])["time_us"].transform("median")
-    frame["log_ratio"] = np.log(typical / frame["time_us"])
-    cut = frame.groupby(shape)["size_bytes"].transform(
-        lambda s: np.median(np.unique(s))
-    )
-    large = frame[frame["size_bytes"] >= cut]
-    scores = large.groupby(["source", "run"])["log_ratio"].mean().map(np.exp)
-    hosts = _hosts_by_run(runs)
-    found = []
-    for key, score in scores.items():
-        source, run = cast("tuple[str, int]", key)  # the (source, run) group key
-        run = int(run)
-        found.append(RunScore(source, run, float(score), hosts.get((source, run), ())))
-    return tuple(found)
+    times = RunTimes()
+    times.add(measurements)
+    return times.scores(runs)
+
+
+@dataclass(slots=True)
+class RunTimes:
+    """What :func:`run_scores` reads, gathered batch by batch of whole runs: each
+    run's median time per size, shapes and runs as numbers (four numbers a point, so
+    that a check of many logs can keep it for every run); :meth:`scores` then
+    compares the runs."""
+
+    _shapes: dict[tuple[Any, ...], int] = field(default_factory=dict)
+    _runs: list[tuple[str, int]] = field(default_factory=list)
+    _parts: list[pd.DataFrame] = field(default_factory=list)
+
+    def add(self, measurements: pa.Table) -> None:
+        """Add the runs of ``measurements`` (whole runs, none added before)."""
+        columns = [*SHAPE_KEYS, "source", "run", "size_bytes", "time_us"]
+        frame = measurements.select(columns).to_pandas()
+        for name in SHAPE_KEYS:  # nulls as "" so that groupby keeps them as one value
+            frame[name] = key_text(measurements[name])
+        usable = (
+            (frame["size_bytes"] > 0)
+            & (frame["time_us"] > 0)
+            & ~measurements["grouped"].to_pandas()
+            & ~measurements["cputime"].to_pandas()
+        )
+        frame = frame[usable]
+        # as_index=False gives a DataFrame; pandas-stubs type every SeriesGroupBy
+        # result as a Series.
+        frame = cast(
+            pd.DataFrame,
+            frame.groupby(
+                [*SHAPE_KEYS, "source", "run", "size_bytes"], as_index=False, sort=False
+            )["time_us"].median(),
+        )
+        if frame.empty:
+            return
+        shape_codes, shapes = pd.MultiIndex.from_frame(
+            frame[list(SHAPE_KEYS)]
+        ).factorize()
+        run_codes, runs = pd.MultiIndex.from_frame(frame[["source", "run"]]).factorize()
+        shape_ids = [self._shapes.setdefault(s, len(self._shapes)) for s in shapes]
+        first = len(self._runs)
+        self._runs += [(str(source), int(run)) for source, run in runs]
+        self._parts.append(
+            pd.DataFrame(
+                {
+                    "shape": np.asarray(shape_ids, dtype=np.int64)[shape_codes],
+                    "run": run_codes.astype(np.int64) + first,
+                    "size_bytes": frame["size_bytes"].to_numpy(),
+                    "time_us": frame["time_us"].to_numpy(),
+                }
+            )
+        )
+
+    def scores(self, runs: pa.Table) -> tuple[RunScore, ...]:
+        """Score every run added whose shape has at least three runs, by source and
+        run; ``runs`` (the runs table) gives their hosts."""
+        if not self._parts:
+            return ()
+        frame = pd.concat(self._parts, ignore_index=True)
+        frame["runs_in_shape"] = frame.groupby("shape")["run"].transform("nunique")
+        frame = frame[frame["runs_in_shape"] >= _MINSHAPE_KEYS_RUNS]
+        if frame.empty:
+            return ()
+        typical = frame.groupby(["shape", "size_bytes"])["time_us"].transform("median")
+        frame["log_ratio"] = np.log(typical / frame["time_us"])
+        cut = frame.groupby("shape")["size_bytes"].transform(
+            lambda s: np.median(np.unique(s))
+        )
+        large = frame[frame["size_bytes"] >= cut]
+        scores = large.groupby("run")["log_ratio"].mean().map(np.exp)
+        hosts = _hosts_by_run(runs)
+        found = []
+        for number, score in scores.items():
+            source, run = self._runs[cast(int, number)]
+            found.append(
+                RunScore(source, run, float(score), hosts.get((source, run), ()))
+            )
+        return tuple(sorted(found, key=lambda r: (r.source, r.run)))
 
 
 def blame(scores: tuple[RunScore, ...], policy: BlamePolicy) -> tuple[HostScore, ...]:

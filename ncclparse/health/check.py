@@ -16,21 +16,23 @@ reason.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ncclparse._arrow import frame, key_text, rows_by_run, run_rows
+from ncclparse._arrow import fill_null, frame, key_text, rows_by_run, run_rows
 from ncclparse.efficiency import Analysis, HardwareOptions, analyze
 from ncclparse.formatting import format_bytes, series_label, shown_name
 from ncclparse.health.baselines import BASELINE_KEYS, select_baseline
-from ncclparse.health.blame import HostScore, blame, run_scores
+from ncclparse.health.blame import HostScore, RunTimes, blame
 from ncclparse.health.cases import (
     ERROR_RULE,
     FORMAT,
@@ -168,6 +170,7 @@ def check(
     hardware: HardwareOptions | None = None,
     expect_history: bool = True,
     merged_runs: frozenset[tuple[str, int]] = frozenset(),
+    report_rows: bool = True,
 ) -> CheckResult:
     """Judge ``result`` (and inputs that failed to parse) against ``rules``.
 
@@ -185,7 +188,10 @@ def check(
     ``history`` case ``baseline`` says which runs those are, and fails when there
     are none (skipped with ``first_night``: no baseline is expected yet), naming
     what the history, called ``history_name``, holds. With a baseline and
-    ``expect_history``, each shape of it must be present.
+    ``expect_history``, each shape of it must be present. The result's analysis
+    keeps every column of the analysed rows (what a report draws) unless
+    ``report_rows`` is False and the runs are judged in more than one batch: then
+    only :data:`OUTPUT_COLUMNS`, what the check's outputs read.
     Raises ProfileError for bad hardware options.
     """
     runs = {(r["source"], r["run"]): r for r in result.runs.to_pylist()}
@@ -209,10 +215,14 @@ def check(
         if chosen.selected and rules.history.enabled:
             base = chosen.table
             lookup = _Lookup.of(base, rules.history.min_runs)
-    judged = [
-        _judge_batch(batch, runs, rules, lookup, hardware, merged_runs)
-        for batch in _batches(result.measurements, result.runs)
-    ]
+    times = RunTimes()  # what blame reads: a summary per run, batch by batch
+    judged = []
+    for batch in _batches(result.measurements, result.runs):
+        judge = _judge_batch(batch, runs, rules, lookup, hardware, merged_runs)
+        times.add(batch[0])
+        if not report_rows and result.measurements.num_rows > JUDGE_ROWS:
+            judge = dataclasses.replace(judge, analysis=_for_outputs(judge.analysis))
+        judged.append(judge)
     present = pd.concat([j.present for j in judged], ignore_index=True)
     cases += [c for j in judged for c in j.integrity]
     cases += expect_cases(present, rules, [r["source"] for r in runs.values()])
@@ -238,7 +248,7 @@ def check(
     points = dict(sorted(merged, key=lambda item: (item[0][0], item[0][1])))
     cases += cohort_cases(points, runs, rules.cohort)
     analysis = _joined([j.analysis for j in judged])
-    ranked = blame(run_scores(result.measurements, result.runs), rules.blame)
+    ranked = blame(times.scores(result.runs), rules.blame)
     cases += _blame_cases(ranked, len(runs))
     return CheckResult(tuple(cases), ranked, analysis, tags=dict(tags or {}))
 
@@ -278,12 +288,52 @@ def _present(rows: pd.DataFrame, rules: Rules) -> pd.DataFrame:
     return pd.concat([series, expected.drop_duplicates()], ignore_index=True)
 
 
-def _batches(measurements: pa.Table, runs: pa.Table) -> list[tuple[pa.Table, pa.Table]]:
+# What the check's outputs (ncclparse.report.check_outputs) read of the analysed
+# rows: a check of many logs keeps only these of every row when no report is drawn.
+OUTPUT_COLUMNS = tuple(
+    dict.fromkeys(
+        (
+            *SERIES_KEYS,
+            "tool",
+            "dtype",
+            "nnodes",
+            "nranks",
+            "size_bytes",
+            "busbw_calc_gbps",
+            "efficiency",
+            "ideal_basis",
+            "cputime",
+            "grouped",
+        )
+    )
+)
+
+
+def _for_outputs(analysis: Analysis) -> Analysis:
+    """``analysis`` with only the columns of its rows the outputs read, their
+    repeated text (read through key_text) as dictionaries."""
+    rows = analysis.rows.select(
+        [c for c in OUTPUT_COLUMNS if c in analysis.rows.column_names]
+    )
+    for name in _CODED_COLUMNS:
+        if name in rows.column_names and pa.types.is_string(rows[name].type):
+            at = rows.schema.get_field_index(name)
+            rows = rows.set_column(at, name, pc.dictionary_encode(rows[name]))
+    return dataclasses.replace(analysis, rows=rows)
+
+
+_CODED_COLUMNS = ("source", "tool", "collective", "dtype", "redop", "placement")
+
+
+def _batches(
+    measurements: pa.Table, runs: pa.Table
+) -> Iterator[tuple[pa.Table, pa.Table]]:
     """``measurements`` and ``runs`` in batches of whole runs, in the order of
-    ``runs``, each of at most JUDGE_ROWS rows unless one run has more. One batch
-    (the tables themselves) when they are that small."""
+    ``runs``, each of at most JUDGE_ROWS rows unless one run has more, each taken
+    when asked for. One batch (the tables themselves) when they are that small."""
     if measurements.num_rows <= JUDGE_ROWS:
-        return [(measurements, runs)]
+        yield measurements, runs
+        return
     counts = runs["rows"].to_numpy(zero_copy_only=False).astype(np.int64)
     batch_of: list[int] = []
     batch, filled = 0, 0
@@ -292,33 +342,37 @@ def _batches(measurements: pa.Table, runs: pa.Table) -> list[tuple[pa.Table, pa.
             batch, filled = batch + 1, 0
         batch_of.append(batch)
         filled += count
-    keys = pa.Table.from_arrays(
-        [runs["source"], runs["run"], pa.array(batch_of, pa.int64())],
-        names=["source", "run", "batch"],
-    )
-    positions = pa.Table.from_arrays(
-        [
-            measurements["source"],
-            measurements["run"],
-            pa.array(np.arange(measurements.num_rows)),
-        ],
-        names=["source", "run", "position"],
-    ).join(keys, ["source", "run"], use_threads=False)
-    number = positions["batch"].fill_null(pa.scalar(-1, pa.int64())).to_numpy()
-    position = positions["position"].to_numpy()
-    order = np.lexsort((position, number))  # by batch, in row order within each
+    run_batch = np.asarray(batch_of, dtype=np.int64)
+    number = _batch_of_rows(measurements, runs, run_batch)
+    order = np.argsort(number, kind="stable")  # by batch, in row order within each
     starts = np.searchsorted(number[order], np.arange(batch + 2))
-    run_batch = np.asarray(batch_of)
-    found = []
+    del number  # held while the batches are judged: 8 bytes a row, not more
     for at in range(batch + 1):
-        rows = position[order[starts[at] : starts[at + 1]]]
-        found.append(
-            (
-                measurements.take(rows),
-                runs.take(np.flatnonzero(run_batch == at)),
-            )
-        )
-    return found
+        rows = order[starts[at] : starts[at + 1]]
+        yield measurements.take(rows), runs.take(np.flatnonzero(run_batch == at))
+
+
+def _batch_of_rows(
+    measurements: pa.Table, runs: pa.Table, run_batch: npt.NDArray[np.int64]
+) -> npt.NDArray[np.int64]:
+    """Each row's batch (``run_batch``: each run's), -1 for a row of no run in
+    ``runs``: runs found by number (source code and run), not by a join on text,
+    which for many logs costs more than the rows themselves."""
+    sources = pc.unique(runs["source"])
+    most = int(pc.max(runs["run"]).as_py() or 0) + 1
+
+    def numbers(table: pa.Table) -> npt.NDArray[np.int64]:
+        found = fill_null(pc.index_in(table["source"], value_set=sources), -1)
+        code = np.asarray(found.to_numpy(zero_copy_only=False), dtype=np.int64)
+        run = np.asarray(table["run"].to_numpy(zero_copy_only=False), dtype=np.int64)
+        return code * most + run  # below 0 for a source not in runs
+
+    keys = numbers(runs)
+    by_key = np.argsort(keys)
+    ordered = keys[by_key]
+    rows = numbers(measurements)
+    at = np.minimum(np.searchsorted(ordered, rows), len(ordered) - 1)
+    return np.where(ordered[at] == rows, run_batch[by_key[at]], -1)
 
 
 def _judge_batch(

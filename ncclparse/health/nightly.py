@@ -80,6 +80,7 @@ def check(
     on_notes: Callable[[list[Note]], None] | None = None,
     progress: Callable[[int], Progress | None] | None = None,
     on_parsed: Callable[[ParseResult, list[Exception]], None] | None = None,
+    report_rows: bool = True,
 ) -> CheckRun:
     """Judge the logs of ``inputs`` against ``rules`` (default:
     :data:`~ncclparse.health.rules.DEFAULT_RULES`) and, with ``history``, against
@@ -102,7 +103,8 @@ def check(
     the directory walks skipped, before parsing; ``progress`` receives the number of
     sources to parse and returns a :class:`~ncclparse.inputs.progress.Progress` (or
     None), closed when parsing ends; ``on_parsed`` receives the parse result and the
-    failed inputs, before the history is read.
+    failed inputs, before the history is read. ``report_rows``: keep every column
+    of the analysed rows for a report (see :func:`ncclparse.health.check.check`).
 
     Raises CheckConfigError for ``first_night`` without ``history``, a ``history``
     that does not exist without ``first_night``, or a bad ``hardware`` option;
@@ -150,6 +152,7 @@ def check(
             hardware=hardware,
             expect_history=expect_history,
             merged_runs=frozenset(merged),
+            report_rows=report_rows,
         )
     except ProfileError as exc:  # a bad hardware option
         raise CheckConfigError(str(exc)) from exc

@@ -56,11 +56,12 @@ import datetime as dt
 import errno
 import fcntl
 import hashlib
+import itertools
 import os
 import re
 import time
 import uuid
-from collections.abc import Callable, Collection, Iterator, Mapping
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -82,6 +83,7 @@ from ncclparse.errors import InputError, NcclParseError
 from ncclparse.parsers import ParseResult
 from ncclparse.store.atomic import remove_stale_temporaries
 from ncclparse.store.locations import Location, location
+from ncclparse.store.spool import Spool
 
 __all__ = [
     "HISTORY_FIELDS",
@@ -251,12 +253,13 @@ class HistoryView:
         return _without(rows, self.later)
 
 
-def source_keys(result: ParseResult) -> dict[str, str]:
+def source_keys(result: ParseResult, spool: Spool | None = None) -> dict[str, str]:
     """Return each parsed source's idempotence key: SHA-256 hex of its bytes.
 
     Standard input (``-``) and sources that are not local files (any more) are keyed
     by a hash of their parsed rows instead (without the ``source`` column), which is
-    as stable as the parser.
+    as stable as the parser; the measurements are read from ``spool`` when given
+    (``result`` parsed with ``on_batch``).
     """
     keys = {}
     for name in result.accounting:
@@ -268,7 +271,7 @@ def source_keys(result: ParseResult) -> dict[str, str]:
                     digest.update(chunk)
             keys[name] = digest.hexdigest()
         else:
-            keys[name] = _rows_digest(result, name)
+            keys[name] = _rows_digest(result, name, spool)
     return keys
 
 
@@ -281,9 +284,14 @@ def ingest(
     now: dt.datetime | None = None,
     lock: bool = True,
     lock_timeout: float = LOCK_TIMEOUT,
+    spool: Spool | None = None,
 ) -> IngestReport:
     """Append the sources of ``result`` not yet in the dataset at ``directory`` (a
     path, URI or Location).
+
+    ``spool`` holds the measurements when ``result`` was parsed with ``on_batch``
+    (its table is then empty): rows are read from it and written batch by batch, so
+    memory does not grow with the rows of a log.
 
     ``date`` names the partition (default: today in UTC); ``now`` the ingest time.
     Creates a local ``directory`` if needed, and nothing when no source has a row.
@@ -295,8 +303,11 @@ def ingest(
     where = _where(directory)
     now = now or dt.datetime.now(dt.UTC)
     date = date or now.date()
-    keys = source_keys(result)
-    with_rows = set(pc.unique(result.measurements["source"]).to_pylist())
+    keys = source_keys(result, spool)
+    if spool is None:
+        with_rows = set(pc.unique(result.measurements["source"]).to_pylist())
+    else:
+        with_rows = set(spool.sources)
     empty = tuple(s for s in keys if s not in with_rows)
     if not with_rows:
         # Nothing to add: no directory is made, so "no history directory" still means
@@ -317,18 +328,18 @@ def ingest(
         if not added:
             return IngestReport((), skipped, empty, None, 0, removed)
         ingest_id = uuid.uuid4().hex[:16]
-        table = _rows(result, tuple(added.values()), keys, dict(tags or {}), now)
-        table = table.set_column(
-            table.schema.get_field_index("ingest_id"),
-            "ingest_id",
-            pa.array([ingest_id] * table.num_rows, pa.string()),
+        additions = _Additions(
+            result.runs, {s: keys[s] for s in added.values()}, tags, ingest_id, now
+        )
+        measurements = (
+            spool.batches if spool is not None else result.measurements.to_batches
         )
         partition = f"date={date.isoformat()}"
         relative = f"{partition}/{now:%Y%m%dT%H%M%S}-{ingest_id}.parquet"
         try:
             where.make_directory(partition)
             with where.output(relative) as handle:
-                pq.write_table(_with_runs(table), handle)
+                rows = _write(handle, measurements, additions)
         # A local file that cannot be written is a NcclParseError (atomic_output):
         # disk full or read-only, the machine's fault like the others (exit 4).
         except (OSError, pa.ArrowException, NcclParseError) as exc:
@@ -339,7 +350,7 @@ def ingest(
     written = where.uri(where.path(relative))
     path = Path(where.path(relative)) if where.local is not None else None
     return IngestReport(
-        tuple(added.values()), skipped, empty, path, table.num_rows, removed, written
+        tuple(added.values()), skipped, empty, path, rows, removed, written
     )
 
 
@@ -812,18 +823,19 @@ _RUNS_KEY = b"ncclparse.runs.1"
 def _with_runs(table: pa.Table) -> pa.Table:
     """``table`` (a file's rows, without ``date``) with its runs in its metadata:
     an Arrow IPC stream (zstd), base64 as Parquet key-value metadata is text."""
-    runs = _run_rows(table)
-    if table.num_rows:
-        starts = _starts(table)
-        runs = runs.append_column("tags", table["tags"].take(starts))
+    runs = _tagged_runs(table) if table.num_rows else _run_rows(table)
+    return table.replace_schema_metadata(
+        {**(table.schema.metadata or {}), _RUNS_KEY: _encoded(runs)}
+    )
+
+
+def _encoded(runs: pa.Table) -> bytes:
+    """A file's runs as its footer keeps them."""
     sink = pa.BufferOutputStream()
     options = pa.ipc.IpcWriteOptions(compression="zstd")
     with pa.ipc.new_stream(sink, runs.schema, options=options) as writer:
         writer.write_table(runs)
-    encoded = base64.b64encode(sink.getvalue().to_pybytes())
-    return table.replace_schema_metadata(
-        {**(table.schema.metadata or {}), _RUNS_KEY: encoded}
-    )
+    return base64.b64encode(sink.getvalue().to_pybytes())
 
 
 def _runs_of(where: Location, path: str) -> pa.Table | None:
@@ -957,49 +969,141 @@ def _collect_tags(batch: pa.RecordBatch | pa.Table, tags: dict[str, Any]) -> Non
 # --- writing ---------------------------------------------------------------------
 
 
-def _rows(
-    result: ParseResult,
-    sources: tuple[str, ...],
-    keys: Mapping[str, str],
-    tags: dict[str, str],
-    now: dt.datetime,
-) -> pa.Table:
-    measurements = result.measurements.filter(
-        pc.is_in(result.measurements["source"], pa.array(sources, pa.string()))
-    )
-    # Arrow joins do not carry list columns: look each row's run up by position.
-    runs = result.runs
-    position = {
-        (source, run): i
-        for i, (source, run) in enumerate(
-            zip(runs["source"].to_pylist(), runs["run"].to_pylist(), strict=True)
+class _Additions:
+    """What an ingest adds to each measurement row of the sources it adds: its run's
+    ``hosts`` and ``status``, the source's key, the ingest's tags, id and time."""
+
+    def __init__(
+        self,
+        runs: pa.Table,
+        keys: Mapping[str, str],
+        tags: Mapping[str, str] | None,
+        ingest_id: str,
+        now: dt.datetime,
+    ) -> None:
+        self.sources = pa.array(list(keys), pa.string())
+        self.keys = pa.array(list(keys.values()), pa.string())
+        self.tags = list((tags or {}).items())
+        self.ingest_id = ingest_id
+        self.now = now
+        # Arrow joins do not carry list columns (hosts): each row's run is found by
+        # position, from a number per (source, run) sorted once.
+        self.runs = runs.select(["hosts", "status"])
+        self._most = int(pc.max(runs["run"]).as_py() or 0) + 1 if runs.num_rows else 1
+        ids = self._ids(runs["source"], runs["run"])
+        self._order = np.argsort(ids, kind="stable")
+        self._sorted = ids[self._order]
+
+    def _ids(self, sources: Any, runs: Any) -> npt.NDArray[np.int64]:
+        """A number per (source, run), below 0 for a source not added."""
+        found = fill_null(pc.index_in(sources, value_set=self.sources), -1)
+        code = np.asarray(found.to_numpy(zero_copy_only=False), dtype=np.int64)
+        number = np.asarray(runs.to_numpy(zero_copy_only=False), dtype=np.int64)
+        return code * self._most + number
+
+    def rows_of(self, measurements: pa.Table) -> pa.Table:
+        """The history rows of ``measurements`` of the sources added, in order."""
+        kept = measurements.filter(
+            pc.is_in(measurements["source"], value_set=self.sources)
         )
-    }
-    index = [
-        position[pair]
-        for pair in zip(
-            measurements["source"].to_pylist(),
-            measurements["run"].to_pylist(),
-            strict=True,
+        n = kept.num_rows
+        ids = self._ids(kept["source"], kept["run"])
+        found = np.searchsorted(self._sorted, ids)
+        last = len(self._sorted) - 1
+        if n and not np.array_equal(self._sorted[np.minimum(found, last)], ids):
+            raise ValueError("a measurement row whose run is not in the runs table")
+        at = pa.array(self._order[found], pa.int64())
+        picked = self.runs.take(at)
+        columns: dict[str, Any] = {
+            name: kept[name] for name in schema.MEASUREMENT_COLUMNS
+        }
+        columns["hosts"] = picked["hosts"]
+        columns["status"] = picked["status"]
+        columns["tags"] = _repeated_map(self.tags, n)
+        columns["ingest_key"] = self.keys.take(
+            pc.index_in(kept["source"], value_set=self.sources)
         )
-    ]
-    picked = runs.select(["hosts", "status"]).take(pa.array(index, pa.int64()))
-    joined = measurements.append_column("hosts", picked["hosts"]).append_column(
-        "status", picked["status"]
+        columns["ingest_id"] = pa.repeat(pa.scalar(self.ingest_id, pa.string()), n)
+        columns["ingested_at"] = pa.repeat(
+            pa.scalar(self.now, pa.timestamp("us", tz="UTC")), n
+        )
+        return pa.table(columns, schema=HISTORY_SCHEMA)
+
+
+def _repeated_map(items: list[tuple[str, str]], n: int) -> pa.Array[Any]:
+    """The map of ``items`` ``n`` times (the tags of every row of an ingest)."""
+    each = len(items)
+    offsets = pa.array(np.arange(n + 1, dtype=np.int32) * each, pa.int32())
+    repeat = pa.array(np.tile(np.arange(each, dtype=np.int64), n), pa.int64())
+    keys = pa.array([key for key, _ in items], pa.string()).take(repeat)
+    values = pa.array([value for _, value in items], pa.string()).take(repeat)
+    maps = pa.MapArray.from_arrays(  # type: ignore[call-overload]  # stubs: int64 offsets only
+        offsets, keys, values, type=HISTORY_SCHEMA.field("tags").type
     )
-    n = joined.num_rows
-    sources_of = cast("list[str]", joined["source"].to_pylist())  # never null
-    key_of = pa.array([keys[s] for s in sources_of], pa.string())
-    extra = {
-        "tags": pa.array([list(tags.items())] * n, HISTORY_SCHEMA.field("tags").type),
-        "ingest_key": key_of,
-        "ingest_id": pa.array([""] * n, pa.string()),
-        "ingested_at": pa.array([now] * n, pa.timestamp("us", tz="UTC")),
-    }
-    columns = {name: joined[name] for name in (*schema.MEASUREMENT_COLUMNS, "hosts")}
-    columns["status"] = joined["status"]
-    columns.update(extra)
-    return pa.Table.from_pydict(columns, schema=HISTORY_SCHEMA)
+    return cast("pa.Array[Any]", maps)
+
+
+def _chunks(batches: Iterable[pa.RecordBatch]) -> Iterator[pa.Table]:
+    """``batches`` as tables of _BATCH rows (the last may have fewer): a Parquet
+    row group each."""
+    held: list[pa.RecordBatch] = []
+    rows = 0
+    for batch in batches:
+        held.append(batch)
+        rows += batch.num_rows
+        while rows >= _BATCH:
+            table = pa.Table.from_batches(held)
+            yield table.slice(0, _BATCH)
+            rest = table.slice(_BATCH)
+            held, rows = rest.to_batches(), rest.num_rows
+    if rows:
+        yield pa.Table.from_batches(held)
+
+
+def _write(
+    handle: Any,
+    measurements: Callable[[], Iterable[pa.RecordBatch]],
+    additions: _Additions,
+) -> int:
+    """Write the history rows of ``measurements`` (each call reads them again) to
+    ``handle`` as Parquet, a row group at a time, with their runs in its schema's
+    metadata (:func:`_with_runs`); return the number of rows written.
+
+    The rows are made twice: the runs go in the schema, written first."""
+    made = (additions.rows_of(chunk) for chunk in _chunks(measurements()))
+    runs = [_tagged_runs(rows) for rows in made if rows.num_rows]
+    metadata = {**(HISTORY_SCHEMA.metadata or {}), _RUNS_KEY: _encoded(_joined(runs))}
+    written = 0
+    with pq.ParquetWriter(handle, HISTORY_SCHEMA.with_metadata(metadata)) as writer:
+        for chunk in _chunks(measurements()):
+            rows = additions.rows_of(chunk)
+            if rows.num_rows:
+                writer.write_table(rows)  # a row group: _chunks sized it
+                written += rows.num_rows
+    return written
+
+
+def _tagged_runs(rows: pa.Table) -> pa.Table:
+    """:func:`_run_rows` of ``rows`` with the tags of each run's first row."""
+    return _run_rows(rows).append_column("tags", rows["tags"].take(_starts(rows)))
+
+
+def _joined(parts: list[pa.Table]) -> pa.Table:
+    """The runs of consecutive row groups as one table: a run split between two
+    groups is one run, ``usable`` if either part is."""
+    table = pa.concat_tables(parts).combine_chunks()
+    if table.num_rows == 0:
+        return table
+    starts = _starts(table)
+    if len(starts) == table.num_rows:
+        return table
+    fit = np.asarray(table["usable"].to_numpy(zero_copy_only=False), dtype=bool)
+    joined = table.take(pa.array(starts, pa.int64()))
+    return joined.set_column(
+        joined.schema.get_field_index("usable"),
+        "usable",
+        pa.array(np.logical_or.reduceat(fit, starts), pa.bool_()),
+    )
 
 
 def _present_keys(where: Location, date: dt.date) -> set[str]:
@@ -1090,9 +1194,12 @@ def _first_line(exc: Exception) -> str:
     return _SOURCE_PREFIX.sub("", text.splitlines()[0])
 
 
-def _rows_digest(result: ParseResult, name: str) -> str:
+def _rows_digest(result: ParseResult, name: str, spool: Spool | None) -> str:
     digest = hashlib.sha256()
-    for table in (result.runs, result.measurements):
+    measurements: Iterable[pa.Table] = [result.measurements]
+    if spool is not None:
+        measurements = (pa.Table.from_batches([b]) for b in spool.batches())
+    for table in itertools.chain([result.runs], measurements):
         same = pc.equal(table["source"], pa.scalar(name))
         part = table.filter(same).drop_columns(["source"])
         for row in part.to_pylist():
