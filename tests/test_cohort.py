@@ -112,7 +112,7 @@ def test_a_run_alone_in_its_shape_has_no_cohort_case(tmp_path: Path) -> None:
 
 def test_shapes_of_other_ranks_or_gpus_are_separate_cohorts(tmp_path: Path) -> None:
     key = ("nccl-tests", "all_reduce", "float32", "sum", None, "in-place")
-    point = {"size_bytes": 2**30, "busbw_gbps": 100.0, "regime": "bandwidth-bound"}
+    point = (2**30, 100.0, "bandwidth-bound")
     points = {("a", 0, *key, 16, 2): [point], ("b", 0, *key, 8, 1): [point]}
     runs = {("a", 0): {"devices": ["H100"]}, ("b", 0): {"devices": ["H100"]}}
     assert cohort_cases(points, runs, CohortPolicy()) == []  # 16 and 8 ranks
@@ -220,9 +220,7 @@ def test_each_run_is_judged_by_the_median_of_the_others(
 ) -> None:
     key = ("nccl-tests", "all_reduce", "float32", "sum", None, "in-place", "16", "2")
     points = {
-        (f"pair{i}.log", 0, *key): [
-            {"size_bytes": 2**30, "busbw_gbps": value, "regime": "bandwidth-bound"}
-        ]
+        (f"pair{i}.log", 0, *key): [(2**30, value, "bandwidth-bound")]
         for i, value in enumerate(busbw)
     }
     runs = {(f"pair{i}.log", 0): {"devices": ["H100"]} for i in range(len(busbw))}

@@ -44,7 +44,7 @@ from ncclparse.health.cases import (
     hosts,
     sizes,
 )
-from ncclparse.health.cohort import cohort_cases
+from ncclparse.health.cohort import Point, cohort_cases, points_of
 from ncclparse.health.integrity import (
     baseline_cases,
     expect_cases,
@@ -271,7 +271,7 @@ class _Batch:
     history: list[Case]
     analysis: Analysis
     present: pd.DataFrame  # a summary per run (:func:`_present`)
-    points: dict[tuple[Any, ...], list[dict[str, Any]]]  # per series (_per_size)
+    points: dict[tuple[Any, ...], tuple[Point, ...]]  # per series (cohort.points_of)
 
 
 _PRESENT = (*SERIES_KEYS, "size_bytes")
@@ -422,7 +422,8 @@ def _judge_batch(
             found = points.get(_nan_free(key), [])
             history.append(_history_case(rules, context(key, runs), found, lookup))
     present = _present(rows, rules)
-    return _Batch(integrity, verdicts, by_rule, history, analysis, present, points)
+    kept = {key: points_of(found) for key, found in points.items()}
+    return _Batch(integrity, verdicts, by_rule, history, analysis, present, kept)
 
 
 def _joined(analyses: list[Analysis]) -> Analysis:

@@ -16,6 +16,7 @@ Pure: a small per-run, per-size summary in, cases out.
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -26,12 +27,23 @@ from ncclparse.health.cases import Case, SizeMiss, context
 from ncclparse.health.outcomes import Outcome
 from ncclparse.health.rules import CohortPolicy
 
-__all__ = ["RULE", "cohort_cases"]
+__all__ = ["RULE", "Point", "Points", "cohort_cases", "points_of"]
 
 RULE = "cohort"
-# A series key (SERIES_KEYS) -> its sizes: size_bytes, busbw_gbps (the median of
-# its rows) and regime (of its first row), as check's per-size summary holds them.
-Points = Mapping[tuple[Any, ...], Sequence[Mapping[str, Any]]]
+# One size of a series: size_bytes, busbw_gbps (the median of its rows) and regime
+# (of its first row). A tuple: a check of thousands of logs keeps one per size.
+Point = tuple[int, float, str]
+# A series key (SERIES_KEYS) -> its points (:func:`points_of`).
+Points = Mapping[tuple[Any, ...], Sequence[Point]]
+
+
+def points_of(summary: Sequence[Mapping[str, Any]]) -> tuple[Point, ...]:
+    """The points of one series from check's per-size summary (dicts with
+    ``size_bytes``, ``busbw_gbps`` and ``regime``)."""
+    return tuple(
+        (int(p["size_bytes"]), float(p["busbw_gbps"]), sys.intern(str(p["regime"])))
+        for p in summary
+    )
 
 
 def cohort_cases(
@@ -64,12 +76,8 @@ def _device(runs: dict[tuple[str, int], dict[str, Any]], key: Any) -> str:
     return ", ".join(dict.fromkeys(d for d in facts.get("devices") or () if d))
 
 
-def _bandwidth(points: Sequence[Mapping[str, Any]]) -> dict[int, float]:
-    return {
-        int(p["size_bytes"]): float(p["busbw_gbps"])
-        for p in points
-        if math.isfinite(p["busbw_gbps"])
-    }
+def _bandwidth(points: Sequence[Point]) -> dict[int, float]:
+    return {size: busbw for size, busbw, _ in points if math.isfinite(busbw)}
 
 
 def _judged_sizes(points: Points, members: list[tuple[Any, ...]]) -> set[int]:
@@ -77,9 +85,8 @@ def _judged_sizes(points: Points, members: list[tuple[Any, ...]]) -> set[int]:
     decides, so a slow run whose own rows look latency-bound is still judged."""
     votes: dict[int, int] = {}
     for key in members:
-        for p in points[key]:
-            if p["regime"] == "bandwidth-bound":
-                size = int(p["size_bytes"])
+        for size, _, regime in points[key]:
+            if regime == "bandwidth-bound":
                 votes[size] = votes.get(size, 0) + 1
     return {size for size, n in votes.items() if 2 * n > len(members)}
 
