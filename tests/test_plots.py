@@ -177,6 +177,16 @@ def _panels() -> list[Panel]:
     ]
 
 
+def test_a_long_panel_title_keeps_its_start_and_its_run_and_is_whole_as_tooltip() -> (
+    None
+):
+    title = "! v2021.14_allgather_bufcount1_np2.log (run 12)"
+    panel = Panel(title, "all_gather float32 2 ranks", "#r1", [8, 64], [1.0, 2.0])
+    svg = small_multiples([panel], plot_id="sm", title="t")
+    assert "! v2021.14_allgathe…g (run 12)" in _Svg(svg).text
+    assert f"<title>{title}: all_gather float32 2 ranks</title>" in svg
+
+
 def test_small_multiples_link_each_panel_and_share_their_scales() -> None:
     svg = small_multiples(_panels(), plot_id="sm1", title="every all_reduce")
     assert svg == small_multiples(_panels(), plot_id="sm1", title="every all_reduce")
@@ -192,11 +202,18 @@ def test_small_multiples_link_each_panel_and_share_their_scales() -> None:
     assert "&lt;script&gt;x&lt;/script&gt; $y$" in svg
     text = _Svg(svg).text
     # One busbw scale, 0 to 10 (the next round number above 9.0), on the first
-    # column only (rows of three panels); sizes 8 B to 2 KiB under each column's
-    # lowest panel (the second row's first panel, the first row's other two).
+    # column only (rows of two panels, so both rows); sizes 8 B to 2 KiB under
+    # each column's lowest panel (the second row's two).
     assert text.count("10") == 2
     assert text.count("5") == 2
-    assert text.count("8 B") == 3
-    assert text.count("2 KiB") == 3
+    assert text.count("8 B") == 2
+    assert text.count("2 KiB") == 2
+    # Each link's tooltip: the panel's whole title and series.
+    assert re.findall(r"<a [^>]*><title>([^<]*)</title>", svg) == [
+        "✓ a.log (run 0): all_reduce 2 ranks",
+        "&lt;script&gt;x&lt;/script&gt; $y$: all_reduce",
+        "c.log (run 1): all_reduce",
+        "d.log (run 0): all_reduce",
+    ]
     assert all(i.startswith("sm1-") for i in _Svg(svg).ids)
     assert "\n" not in svg  # no indentation between elements
