@@ -183,7 +183,7 @@ def test_a_long_panel_title_keeps_its_start_and_its_run_and_is_whole_as_tooltip(
     title = "! v2021.14_allgather_bufcount1_np2.log (run 12)"
     panel = Panel(title, "all_gather float32 2 ranks", "#r1", [8, 64], [1.0, 2.0])
     svg = small_multiples([panel], plot_id="sm", title="t")
-    assert "! v2021.14_allgathe…g (run 12)" in _Svg(svg).text
+    assert "! v2021.14_all…p2.log (run 12)" in _Svg(svg).text
     assert f"<title>{title}: all_gather float32 2 ranks</title>" in svg
 
 

@@ -83,7 +83,7 @@ class Panel:
 # text stays 10 px on a phone; three across made it 5 px.
 _PANEL_COLUMNS = 2
 _PANEL = (PAGE_FIGSIZE[0] / _PANEL_COLUMNS, 1.75)  # inches
-_INSET = (0.42, 0.1, 0.3, 0.45)  # plot area inside a panel: left, right, bottom, top
+_INSET = (0.42, 0.1, 0.3, 0.52)  # plot area inside a panel: left, right, bottom, top
 _LINE = PAGE_TEXT * 1.2 / 72  # inches: one line of 10 pt text
 _TITLE_CHARS = 30  # a longer title runs into the next panel: cut, whole in its tooltip
 _LEGEND_CHARS = 52  # a longer overlay label runs past the chart's edge: wrapped
@@ -133,10 +133,11 @@ def small_multiples(panels: Sequence[Panel], *, plot_id: str, title: str) -> str
         ax.plot([x0, x0, x1], [y1, y0, y0], **frame)
         ax.plot([x0, x1], [(y0 + y1) / 2] * 2, color="#d9d9d9", linewidth=0.4)
         left = x0 - _INSET[0] + 0.04
-        title_y = y1 + 0.05 + _LINE
+        # Above the top busbw label, whose upper half reaches 0.07 in over y1.
+        title_y = y1 + 0.1 + _LINE
         text = ax.text(left, title_y, plain(_cut(panel.title)), va="bottom")
         text.set_url(panel.link)
-        ax.text(left, y1 + 0.05, plain(_cut(panel.subtitle)), va="bottom", **label)
+        ax.text(left, y1 + 0.1, plain(_cut(panel.subtitle)), va="bottom", **label)
         # Shared scales: the first column names busbw, the lowest panel of each
         # column the sizes (two thirds of the text of labelling every panel).
         if column == 0:
@@ -155,10 +156,11 @@ def small_multiples(panels: Sequence[Panel], *, plot_id: str, title: str) -> str
 
 def _cut(text: str) -> str:
     """``text`` in at most :data:`_TITLE_CHARS` characters: its start and its end
-    (a run's number) around an ellipsis."""
+    (where a log's name differs from its neighbours', and the run's number) around
+    an ellipsis."""
     if len(text) <= _TITLE_CHARS:
         return text
-    tail = _TITLE_CHARS // 3
+    tail = _TITLE_CHARS // 2
     return text[: _TITLE_CHARS - tail - 1] + "…" + text[-tail:]
 
 
