@@ -59,8 +59,8 @@ PLATEAU_SIZES = 4
 _PAIR_SHAPE = ("tool", "collective", "dtype", "redop", "root", "nranks", "nnodes")
 # Fewer hosts than this is a pair or two, not a matrix worth drawing.
 _MIN_HOSTS = 3
-# The map's side (inches): what a phone-wide figure (4.8 in, PAGE_FIGSIZE) leaves beside the
-# host labels and the colour bar, or more for hosts whose 10 pt labels need more.
+# The map's side (inches): what a phone-wide figure (4.8 in, PAGE_FIGSIZE) leaves
+# beside the host labels and the colour bar, or more when 10 pt labels need more.
 _SIDE = 3.2
 _LABEL_PITCH = 0.17  # inches per host label of 10 pt text
 _AROUND = (1.6, 1.2)  # inches beside (labels, colour bar) and below (labels, legend)
@@ -250,7 +250,9 @@ def heatmap_svg(
     svg = finish(fig, ax, plot_id, name, legend_columns=1, legend_size=PAGE_TEXT)
     if side == _SIDE:  # phone-wide
         return svg
-    return svg.replace("<svg ", f'<svg style="min-width: {width * 72:g}px" ', 1)
+    # Whole px, rounded up: the browser's layout rounds, a 9.99 px label is too small.
+    least = math.ceil(width * 72)
+    return svg.replace("<svg ", f'<svg style="min-width: {least}px" ', 1)
 
 
 def _colour_range(values: npt.NDArray[np.float64]) -> tuple[float, float]:
