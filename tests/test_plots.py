@@ -156,6 +156,21 @@ def test_overlay_labels_from_logs_are_text_not_markup_or_math() -> None:
     assert "b.log: all_reduce" in _Svg(svg).text
 
 
+def test_ten_long_overlay_labels_wrap_and_the_chart_grows_to_hold_them() -> None:
+    label = "all_reduce_16rank_2node_h100.log (run {}): all_reduce float32 sum 16 ranks"
+    series = [
+        OverlaySeries(label.format(i), [8.0, 16.0], [1.0, 2.0 + i]) for i in range(10)
+    ]
+    # Three inches of legend on a 3.8 in chart collapsed its axes (a warning,
+    # an error under the test settings) before the chart grew with its legend.
+    svg = overlay_plot(series, plot_id="o")
+    text = _Svg(svg).text
+    assert "all_reduce_16rank_2node_h100.log (run 9): all_reduce" in text
+    assert text.count("float32 sum 16 ranks") == 10
+    # (2.9 in + 10 entries of 2.5 lines of 10 pt) x 72 pt/in = 508.8 pt high.
+    assert 'width="345.6pt" height="508.8pt"' in svg
+
+
 def test_charts_use_no_pyplot_and_cli_help_imports_no_matplotlib() -> None:
     code = (
         "import sys, ncclparse.cli.app\n"

@@ -87,6 +87,7 @@ _INSET = (0.42, 0.1, 0.3, 0.52)  # plot area inside a panel: left, right, bottom
 _LINE = PAGE_TEXT * 1.2 / 72  # inches: one line of 10 pt text
 _TITLE_CHARS = 30  # a longer title runs into the next panel: cut, whole in its tooltip
 _LEGEND_CHARS = 52  # a longer overlay label runs past the chart's edge: wrapped
+_PLOT_HEIGHT = 2.9  # inches: the overlay's axes with its labels, its legend aside
 _GREY = "#555555"
 _SIZE_LABELS = 5  # labelled sizes on a chart as narrow as a phone: 10 pt labels fit
 
@@ -391,9 +392,13 @@ def overlay_plot(series: Sequence[OverlaySeries], *, plot_id: str) -> str:
     """Bus bandwidth against size for several runs on one axis, one style per run.
 
     Phone-wide like a run's charts; a label longer than the chart is wide (a run and
-    its series) wraps onto a second line of the legend.
+    its series) wraps onto a second line of the legend, and the chart grows taller
+    with its legend so that the plot area keeps its height.
     """
-    fig, ax = figure(PAGE_FIGSIZE)
+    # Half a line between the legend's entries.
+    lines = sum(len(_wrap(item.label).split("\n")) + 0.5 for item in series)
+    height = max(PAGE_FIGSIZE[1], _PLOT_HEIGHT + lines * _LINE)
+    fig, ax = figure((PAGE_FIGSIZE[0], height))
     sizes: list[float] = []
     for index, item in enumerate(series):
         pairs = [
