@@ -168,6 +168,32 @@ def test_thirty_two_hosts_get_every_label() -> None:
         assert svg.count(f">{host}<") == 2  # a row label and a column label
 
 
+def _uniform(n: int) -> PairMatrix:
+    hosts = tuple(f"node{i:03d}" for i in range(n))
+    values = np.full((n, n), 123.0)
+    np.fill_diagonal(values, np.nan)
+    return PairMatrix(hosts, values, np.ones((n, n), np.int64), (1 << 30,), {}, "x")
+
+
+@pytest.mark.parametrize(
+    ("hosts", "printed", "style"),
+    [
+        (7, 42, ""),  # cells of 0.46 in hold a value in 10 pt text
+        (8, 0, ""),  # cells of 0.4 in do not: the colour remains
+        (18, 0, ""),  # 18 labels of 0.17 in fit the phone-wide map
+        (19, 0, ' style="min-width: 348px"'),  # (19 x 0.17 + 1.6) in = 347.76 pt
+    ],
+)
+def test_cell_values_fit_their_cells_and_many_hosts_widen_the_map(
+    hosts: int, printed: int, style: str
+) -> None:
+    svg = heatmap_svg(_uniform(hosts), plot_id="m")
+    assert svg.count(">123<") == printed
+    assert svg.startswith(f"<svg{style} role=")
+    # Every text is 10 pt: labels, values, colour bar and its label.
+    assert set(re.findall(r"font-size: ([\d.]+)px", svg)) == {"10"}
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="Debian's chromium is not installed")
 @pytest.mark.parametrize("width", [1400, 390])
@@ -175,7 +201,9 @@ def test_the_heatmaps_fit_desktop_and_phone(
     browser: Any, sweep: ncclparse.ParseResult, tmp_path: Path, width: int
 ) -> None:
     """The 4-host sweep and a 32-host matrix (the real sweep's two plateau values,
-    node007 slow, three pairs missing) in a bare page with the report's CSP."""
+    node007 slow, three pairs missing) in a bare page with the report's CSP and,
+    like the report, figures that scroll in their own box. The 32-host map is
+    wider than a phone: it keeps its labels at 10 px and scrolls."""
     from tests.test_report_browser import _problems, open_page
 
     found = pairwise_heatmap(sweep, plot_id="small")
@@ -194,7 +222,7 @@ def test_the_heatmaps_fit_desktop_and_phone(
         '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
         "style-src 'unsafe-inline'; img-src data:\"><title>heatmap</title><style>"
         "body{margin:0 auto;max-width:80rem;padding:1rem;font-family:sans-serif}"
-        "figure{margin:1rem 0;max-width:48rem}"
+        "figure{margin:1rem 0;max-width:48rem;overflow-x:auto}"
         "figure svg{display:block;width:100%;height:auto}</style></head><body>"
         f"<figure>{found[1]}</figure>"
         f"<figure>{heatmap_svg(big, blamed=('node007',), plot_id='big')}</figure>"
@@ -205,10 +233,19 @@ def test_the_heatmaps_fit_desktop_and_phone(
     assert _problems(facts["events"], page) == []
     assert facts["width"] <= width
     assert len(facts["svgs"]) == 2
-    for _, height, left, right in facts["svgs"]:
+    for _, height, left, _right in facts["svgs"]:
         assert left >= 0
-        assert right <= width
         assert height > 200
+    (_, _, _, small_right), (big_width, _, _, big_right) = facts["svgs"]
+    assert small_right <= width
+    if width == 390:
+        # 32 labels of 0.17 in and 1.6 in of labels and colour bar: 506.88 pt,
+        # rounded up to whole px (1 px a point).
+        assert big_width == 507
+        small = [(t, round(size, 2)) for t, size in facts["fonts"] if size < 10]
+        assert small == []
+    else:
+        assert big_right <= width
 
 
 def test_the_report_of_a_pairwise_sweep_shows_the_heatmap(

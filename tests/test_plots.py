@@ -156,6 +156,21 @@ def test_overlay_labels_from_logs_are_text_not_markup_or_math() -> None:
     assert "b.log: all_reduce" in _Svg(svg).text
 
 
+def test_ten_long_overlay_labels_wrap_and_the_chart_grows_to_hold_them() -> None:
+    label = "all_reduce_16rank_2node_h100.log (run {}): all_reduce float32 sum 16 ranks"
+    series = [
+        OverlaySeries(label.format(i), [8.0, 16.0], [1.0, 2.0 + i]) for i in range(10)
+    ]
+    # Three inches of legend on a 3.8 in chart collapsed its axes (a warning,
+    # an error under the test settings) before the chart grew with its legend.
+    svg = overlay_plot(series, plot_id="o")
+    text = _Svg(svg).text
+    assert "all_reduce_16rank_2node_h100.log (run 9): all_reduce" in text
+    assert text.count("float32 sum 16 ranks") == 10
+    # (2.9 in + 10 entries of 2.5 lines of 10 pt) x 72 pt/in = 508.8 pt high.
+    assert 'width="345.6pt" height="508.8pt"' in svg
+
+
 def test_charts_use_no_pyplot_and_cli_help_imports_no_matplotlib() -> None:
     code = (
         "import sys, ncclparse.cli.app\n"
@@ -177,6 +192,16 @@ def _panels() -> list[Panel]:
     ]
 
 
+def test_a_long_panel_title_keeps_its_start_and_its_run_and_is_whole_as_tooltip() -> (
+    None
+):
+    title = "! v2021.14_allgather_bufcount1_np2.log (run 12)"
+    panel = Panel(title, "all_gather float32 2 ranks", "#r1", [8, 64], [1.0, 2.0])
+    svg = small_multiples([panel], plot_id="sm", title="t")
+    assert "! v2021.14_all…p2.log (run 12)" in _Svg(svg).text
+    assert f"<title>{title}: all_gather float32 2 ranks</title>" in svg
+
+
 def test_small_multiples_link_each_panel_and_share_their_scales() -> None:
     svg = small_multiples(_panels(), plot_id="sm1", title="every all_reduce")
     assert svg == small_multiples(_panels(), plot_id="sm1", title="every all_reduce")
@@ -192,11 +217,18 @@ def test_small_multiples_link_each_panel_and_share_their_scales() -> None:
     assert "&lt;script&gt;x&lt;/script&gt; $y$" in svg
     text = _Svg(svg).text
     # One busbw scale, 0 to 10 (the next round number above 9.0), on the first
-    # column only (rows of three panels); sizes 8 B to 2 KiB under each column's
-    # lowest panel (the second row's first panel, the first row's other two).
+    # column only (rows of two panels, so both rows); sizes 8 B to 2 KiB under
+    # each column's lowest panel (the second row's two).
     assert text.count("10") == 2
     assert text.count("5") == 2
-    assert text.count("8 B") == 3
-    assert text.count("2 KiB") == 3
+    assert text.count("8 B") == 2
+    assert text.count("2 KiB") == 2
+    # Each link's tooltip: the panel's whole title and series.
+    assert re.findall(r"<a [^>]*><title>([^<]*)</title>", svg) == [
+        "✓ a.log (run 0): all_reduce 2 ranks",
+        "&lt;script&gt;x&lt;/script&gt; $y$: all_reduce",
+        "c.log (run 1): all_reduce",
+        "d.log (run 0): all_reduce",
+    ]
     assert all(i.startswith("sm1-") for i in _Svg(svg).ids)
     assert "\n" not in svg  # no indentation between elements

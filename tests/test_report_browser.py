@@ -26,6 +26,7 @@ import pytest
 from ncclparse import parse_many
 from ncclparse.report import build_context, render_report
 
+from . import _derive as derive
 from .conftest import FIXTURES
 
 ROOT = Path(__file__).parent.parent
@@ -371,3 +372,46 @@ def test_chart_text_is_readable_on_a_phone(
     small = [(text, round(size, 1)) for text, size in fonts if size < 10]
     assert small == []
     assert max(size for _, size in fonts) <= 20
+
+
+@pytest.mark.parametrize("width", [390, 1400])
+@pytest.mark.parametrize(
+    ("name", "logs", "expected"),
+    [
+        # 102 series: small multiples; a panel's title and series, a busbw label.
+        ("multiples", ONECCL, ("all_gather float32 2 ranks", "8 B", "10")),
+        (
+            "overlay",
+            [
+                ROOT / "examples/alltoall_8gpu_a100.log",
+                ROOT / "examples/all_reduce_16rank_2node_h100.log",
+            ],
+            ("ranks on 1 node", "bus bandwidth (GB/s)", "2 GiB"),
+        ),
+        (
+            "heatmap",
+            derive.pairwise(["n1", "n2", "n3", "n4"], slow="n1"),
+            ("slow host (blame): n1", "n4", "162", "plateau busbw (GB/s)"),
+        ),
+    ],
+)
+def test_every_chart_of_a_report_is_readable_on_a_phone(
+    browser: DevTools,
+    tmp_path: Path,
+    name: str,
+    logs: list[Path | tuple[str, str]],
+    expected: tuple[str, ...],
+    width: int,
+) -> None:
+    """Small multiples, the overlay of several runs and the host x host heatmap:
+    every chart text at least 10 px at 390 px (they were 4.6 px, 5.6 px and 6.2 px)
+    and at most 20 px at 1400 px."""
+    page = _report(tmp_path, name, logs)
+    facts = open_page(browser, page, tmp_path, width, media=("screen",))
+    fonts = facts["fonts"]
+    texts = {text for text, _ in fonts}
+    for text in expected:
+        assert text in texts
+    assert [(text, round(size, 1)) for text, size in fonts if size < 10] == []
+    assert [(text, round(size, 1)) for text, size in fonts if size > 20] == []
+    assert facts["width"] <= width

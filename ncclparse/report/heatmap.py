@@ -35,7 +35,7 @@ from matplotlib.patches import Rectangle
 from ncclparse._arrow import key_text
 from ncclparse.efficiency import bandwidth_columns
 from ncclparse.formatting import series_label
-from ncclparse.report.figure import finish, plain, styled
+from ncclparse.report.figure import PAGE_TEXT, finish, plain, styled
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -59,8 +59,14 @@ PLATEAU_SIZES = 4
 _PAIR_SHAPE = ("tool", "collective", "dtype", "redop", "root", "nranks", "nnodes")
 # Fewer hosts than this is a pair or two, not a matrix worth drawing.
 _MIN_HOSTS = 3
-# Up to this many hosts the value is printed in each cell; beyond, cells are too small.
-_ANNOTATE_UP_TO = 12
+# The map's side (inches): what a phone-wide figure (4.8 in, PAGE_FIGSIZE) leaves
+# beside the host labels and the colour bar, or more when 10 pt labels need more.
+_SIDE = 3.2
+_LABEL_PITCH = 0.17  # inches per host label of 10 pt text
+_AROUND = (1.6, 1.2)  # inches beside (labels, colour bar) and below (labels, legend)
+# A cell this wide (inches) holds its value in 10 pt text ("1.23e+03" aside); in
+# smaller cells the colour and the overview's plateau busbw of each pair remain.
+_VALUE_CELL = 0.45
 _OUTLINE = "#D55E00"  # Okabe-Ito vermillion: stands out from every cividis shade
 _COLORMAP = "cividis"  # perceptually uniform and readable with colour-vision deficiency
 
@@ -206,16 +212,18 @@ def heatmap_svg(
 ) -> str:
     """Draw ``matrix`` as an inline ``<svg>``: one cell per pair, coloured by busbw
     (cividis, darker is slower; blank: not measured), with the row and column of
-    each ``blamed`` host in ``matrix.hosts`` outlined. Values are printed in the
-    cells up to 12 hosts. Same input, same bytes (:func:`figure.finish`).
-    ``title`` is the SVG's accessible label (default: one naming the series)."""
+    each ``blamed`` host in ``matrix.hosts`` outlined. All text is 10 pt: values
+    are printed in cells wide enough for them. Phone-wide (4.8 in) up to 18 hosts;
+    beyond, as wide as their labels need, with a ``min-width`` style of one CSS px
+    per point so that its text never renders under 10 px (a narrower screen scrolls
+    it). Same input, same bytes (:func:`figure.finish`). ``title`` is the SVG's
+    accessible label (default: one naming the series)."""
     from matplotlib.figure import Figure
 
     n = len(matrix.hosts)
-    # Square cells; a wider figure for many hosts keeps 32 labels apart (7 pt text
-    # needs ~0.15 in per label).
-    side = min(9.0, max(4.6, 1.6 + 0.2 * n))
-    fig = Figure(figsize=(side + 1.1, side), layout="constrained")
+    side = max(_SIDE, _LABEL_PITCH * n)
+    width = side + _AROUND[0]
+    fig = Figure(figsize=(width, side + _AROUND[1]), layout="constrained")
     ax = fig.add_subplot()
     ax.grid(False)
     cmap = colormaps[_COLORMAP].with_extremes(bad="#ffffff")
@@ -229,18 +237,22 @@ def heatmap_svg(
         aspect="equal",
     )
     _grid(ax, [plain(h) for h in matrix.hosts])
-    if n <= _ANNOTATE_UP_TO:
+    if side / max(n, 1) >= _VALUE_CELL:
         _annotate(ax, matrix.values, (low + high) / 2)
     _outline(ax, matrix.hosts, blamed)
     ax.set_xlim(-0.5, n - 0.5)
     ax.set_ylim(n - 0.5, -0.5)
     bar = fig.colorbar(image, ax=ax, shrink=0.8, pad=0.02)
-    count = len(matrix.sizes)
-    at = f"median of the {count} largest sizes" if count > 1 else "the largest size"
-    bar.set_label(f"plateau busbw (GB/s): {at}")
-    bar.ax.tick_params(labelsize=8)
+    # The caption says which sizes make a cell: this label runs along a short bar.
+    bar.set_label("plateau busbw (GB/s)")
+    bar.ax.tick_params(labelsize=PAGE_TEXT)
     name = title or f"Host x host bus bandwidth: {matrix.label}"
-    return finish(fig, ax, plot_id, name, legend_columns=1)
+    svg = finish(fig, ax, plot_id, name, legend_columns=1, legend_size=PAGE_TEXT)
+    if side == _SIDE:  # phone-wide
+        return svg
+    # Whole px, rounded up: the browser's layout rounds, a 9.99 px label is too small.
+    least = math.ceil(width * 72)
+    return svg.replace("<svg ", f'<svg style="min-width: {least}px" ', 1)
 
 
 def _colour_range(values: npt.NDArray[np.float64]) -> tuple[float, float]:
@@ -258,9 +270,8 @@ def _grid(ax: Axes, labels: list[str]) -> None:
     """Host labels on both axes, no spines, thin white gaps between the cells (a
     missing pair reads as blank, not as a colour)."""
     n = len(labels)
-    fontsize = 8 if n <= 16 else 6.5
-    ax.set_xticks(range(n), labels, rotation=90, fontsize=fontsize)
-    ax.set_yticks(range(n), labels, fontsize=fontsize)
+    ax.set_xticks(range(n), labels, rotation=90, fontsize=PAGE_TEXT)
+    ax.set_yticks(range(n), labels, fontsize=PAGE_TEXT)
     ax.tick_params(length=0)
     for spine in ax.spines.values():
         spine.set_visible(False)
@@ -283,7 +294,7 @@ def _annotate(ax: Axes, values: npt.NDArray[np.float64], middle: float) -> None:
                     f"{value:.3g}",
                     ha="center",
                     va="center",
-                    fontsize=7,
+                    fontsize=PAGE_TEXT,
                     # cividis is dark at low values: light text there.
                     color="#ffffff" if value < middle else "#1a1a1a",
                 )

@@ -17,7 +17,10 @@ grey scale. Text that may come from a log (series labels) passes through
 
 from __future__ import annotations
 
+import html
 import math
+import re
+import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -76,10 +79,15 @@ class Panel:
     busbw_gbps: Sequence[float]
 
 
-_PANEL_COLUMNS = 3
-_PANEL = (2.4, 1.45)  # inches: three across the width of the other charts
-_INSET = (0.42, 0.08, 0.26, 0.38)  # plot area inside a panel: left, right, bottom, top
-_TITLE_CHARS = 40  # a longer name runs into the next panel
+# Two panels across the width of a run's charts (PAGE_FIGSIZE), so that their 10 pt
+# text stays 10 px on a phone; three across made it 5 px.
+_PANEL_COLUMNS = 2
+_PANEL = (PAGE_FIGSIZE[0] / _PANEL_COLUMNS, 1.75)  # inches
+_INSET = (0.42, 0.1, 0.3, 0.52)  # plot area inside a panel: left, right, bottom, top
+_LINE = PAGE_TEXT * 1.2 / 72  # inches: one line of 10 pt text
+_TITLE_CHARS = 30  # a longer title runs into the next panel: cut, whole in its tooltip
+_LEGEND_CHARS = 52  # a longer overlay label runs past the chart's edge: wrapped
+_PLOT_HEIGHT = 2.9  # inches: the overlay's axes with its labels, its legend aside
 _GREY = "#555555"
 _SIZE_LABELS = 5  # labelled sizes on a chart as narrow as a phone: 10 pt labels fit
 
@@ -117,7 +125,7 @@ def small_multiples(panels: Sequence[Panel], *, plot_id: str, title: str) -> str
     inner_w = _PANEL[0] - _INSET[0] - _INSET[1]
     inner_h = _PANEL[1] - _INSET[2] - _INSET[3]
     frame: dict[str, Any] = {"color": "#999999", "linewidth": 0.6}
-    label: dict[str, Any] = {"fontsize": 6.5, "color": _GREY}
+    label: dict[str, Any] = {"fontsize": PAGE_TEXT, "color": _GREY}
     for index, (panel, mine) in enumerate(zip(panels, points, strict=True)):
         column, row = index % _PANEL_COLUMNS, index // _PANEL_COLUMNS
         x0 = column * _PANEL[0] + _INSET[0]
@@ -125,11 +133,12 @@ def small_multiples(panels: Sequence[Panel], *, plot_id: str, title: str) -> str
         x1, y1 = x0 + inner_w, y0 + inner_h
         ax.plot([x0, x0, x1], [y1, y0, y0], **frame)
         ax.plot([x0, x1], [(y0 + y1) / 2] * 2, color="#d9d9d9", linewidth=0.4)
-        text = ax.text(
-            x0 - 0.38, y1 + 0.17, plain(_cut(panel.title)), fontsize=7, va="bottom"
-        )
+        left = x0 - _INSET[0] + 0.04
+        # Above the top busbw label, whose upper half reaches 0.07 in over y1.
+        title_y = y1 + 0.1 + _LINE
+        text = ax.text(left, title_y, plain(_cut(panel.title)), va="bottom")
         text.set_url(panel.link)
-        ax.text(x0 - 0.38, y1 + 0.05, plain(_cut(panel.subtitle)), va="bottom", **label)
+        ax.text(left, y1 + 0.1, plain(_cut(panel.subtitle)), va="bottom", **label)
         # Shared scales: the first column names busbw, the lowest panel of each
         # column the sizes (two thirds of the text of labelling every panel).
         if column == 0:
@@ -143,11 +152,34 @@ def small_multiples(panels: Sequence[Panel], *, plot_id: str, title: str) -> str
             xs = [x0 + (x - lo) / (hi - lo) * inner_w for x, _ in mine]
             ys = [y0 + y / top * inner_h for _, y in mine]
             ax.plot(xs, ys, color=COLORS[0], linewidth=1.2)
-    return finish(fig, ax, plot_id, title)
+    return _tooltips(finish(fig, ax, plot_id, title), panels)
 
 
 def _cut(text: str) -> str:
-    return text if len(text) <= _TITLE_CHARS else text[: _TITLE_CHARS - 1] + "…"
+    """``text`` in at most :data:`_TITLE_CHARS` characters: its start and its end
+    (where a log's name differs from its neighbours', and the run's number) around
+    an ellipsis."""
+    if len(text) <= _TITLE_CHARS:
+        return text
+    tail = _TITLE_CHARS // 2
+    return text[: _TITLE_CHARS - tail - 1] + "…" + text[-tail:]
+
+
+def _tooltips(svg: str, panels: Sequence[Panel]) -> str:
+    """Each panel's link with its whole title and subtitle as its tooltip (an SVG
+    ``<title>``): the drawn ones may be cut."""
+    at = 0
+    for panel in panels:
+        anchor = re.compile(
+            f'<a xlink:href="{re.escape(html.escape(panel.link))}"[^>]*>'
+        )
+        found = anchor.search(svg, at)
+        if found is None:
+            continue  # matplotlib drops the link of a title that draws nothing
+        at = found.end()
+        tip = html.escape(f"{panel.title}: {panel.subtitle}", quote=False)
+        svg = f"{svg[:at]}<title>{tip}</title>{svg[at:]}"
+    return svg
 
 
 def _nice(value: float) -> float:
@@ -357,8 +389,16 @@ def gap_plot(rows: pd.DataFrame, *, plot_id: str) -> str:
 
 @styled
 def overlay_plot(series: Sequence[OverlaySeries], *, plot_id: str) -> str:
-    """Bus bandwidth against size for several runs on one axis, one style per run."""
-    fig, ax = figure()
+    """Bus bandwidth against size for several runs on one axis, one style per run.
+
+    Phone-wide like a run's charts; a label longer than the chart is wide (a run and
+    its series) wraps onto a second line of the legend, and the chart grows taller
+    with its legend so that the plot area keeps its height.
+    """
+    # Half a line between the legend's entries.
+    lines = sum(len(_wrap(item.label).split("\n")) + 0.5 for item in series)
+    height = max(PAGE_FIGSIZE[1], _PLOT_HEIGHT + lines * _LINE)
+    fig, ax = figure((PAGE_FIGSIZE[0], height))
     sizes: list[float] = []
     for index, item in enumerate(series):
         pairs = [
@@ -376,12 +416,24 @@ def overlay_plot(series: Sequence[OverlaySeries], *, plot_id: str) -> str:
             color=COLORS[index % len(COLORS)],
             marker=MARKERS[index % len(MARKERS)],
             linestyle=DASHES[index % len(DASHES)],
-            label=plain(item.label),
+            label=plain(_wrap(item.label)),
         )
-    size_axis(ax, pd.Series(sizes, dtype=float))
+    size_axis(ax, pd.Series(sizes, dtype=float), labels=_SIZE_LABELS)
     ax.set_ylim(bottom=0)
     ax.set_ylabel("bus bandwidth (GB/s)")
-    return finish(fig, ax, plot_id, "Bus bandwidth of every run", legend_columns=1)
+    return finish(
+        fig,
+        ax,
+        plot_id,
+        "Bus bandwidth of every run",
+        legend_columns=1,
+        legend_size=PAGE_TEXT,
+    )
+
+
+def _wrap(text: str) -> str:
+    """``text`` on lines of at most :data:`_LEGEND_CHARS` characters."""
+    return "\n".join(textwrap.wrap(text, _LEGEND_CHARS, break_on_hyphens=False))
 
 
 def _positive(rows: pd.DataFrame) -> pd.DataFrame:
