@@ -264,7 +264,7 @@ def test_the_documented_object_store_recipe_runs(
     assert "s3://nccl/" in script
     fs.create_dir("nccl")
     try:
-        with fs.open_output_stream("nccl/logs/2030-01-08/a3/all_reduce.log") as out:
+        with fs.open_output_stream("nccl/logs/2026-11-20/a3/all_reduce.log") as out:
             out.write(_night(1).encode())
         (tmp_path / "out").mkdir()
         env = {
