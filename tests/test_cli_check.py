@@ -836,3 +836,37 @@ def test_a_contradicted_busbw_fails_the_run_in_check_and_its_report(
     badge = '<span class="badge bad"><span class="sym" aria-hidden="true">✗</span> FAIL'
     assert run.index(badge) < run.index("</h2>")
     assert finding.removeprefix("FAIL ") in run
+
+
+def test_a_short_sweep_that_check_fails_is_fail_on_its_report_too(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """A sweep stopped at 1 MiB is a NOTE on a plain report (bandwidth not judged)
+    and fails check ([verdict] unjudged = "fail", the default): check's report says
+    FAIL for that run, with check's words first, not a NOTE beside a failed case."""
+    short = "".join(
+        line
+        for line in derive.healthy().splitlines(keepends=True)
+        if not re.match(r"^\s+(\d+)\s+\d+\s+float\s", line)
+        or int(line.split()[0]) <= 1 << 20
+    )
+    log = tmp_path / "short.log"
+    log.write_text(short)
+    report = tmp_path / "report.html"
+    result, document = _check(runner, tmp_path, str(log), "--report", str(report))
+    assert result.exit_code == 1, result.output
+    [case] = [c for c in document["cases"] if c["rule"] == "verdict"]
+    assert case["outcome"] == "FAIL"
+    assert "bandwidth not verified" in case["message"]
+    run = report.read_text()[report.read_text().index('class="run">\n<h2>') :]
+    badge = '<span class="badge bad"><span class="sym" aria-hidden="true">✗</span> FAIL'
+    assert run.index(badge) < run.index("</h2>")
+    assert "check: bandwidth not verified: all_reduce float32 sum" in run
+    # The plain report judges bandwidth only where it can: a NOTE.
+    plain = tmp_path / "plain.html"
+    done = runner.invoke(cli, ["report", str(log), "-o", str(plain)])
+    assert done.exit_code == 0, done.output
+    page = plain.read_text()
+    run = page[page.index('class="run">\n<h2>') :]
+    note = '<span class="badge info"><span class="sym" aria-hidden="true">i</span> NOTE'
+    assert run.index(note) < run.index("</h2>")

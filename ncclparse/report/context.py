@@ -129,6 +129,8 @@ def build_context(
     policy = policy or DEFAULT_RULES.verdict
     stdin = title or STDIN_NAME
     judged = _judged_runs(result, analysis, policy)
+    if check is not None:
+        judged = dataclasses.replace(judged, verdicts=_as_checked(judged, check))
     listed, charted = judged.listed, judged.charted
     shown = _detailed(
         [
@@ -208,6 +210,31 @@ def _judged_runs(
     ]
     charted = sum(len(g) for g in groups) <= CHARTED_BLOCKS
     return _JudgedRuns(listed, mine, my_fits, groups, verdicts, charted)
+
+
+def _as_checked(judged: _JudgedRuns, check: CheckResult) -> list[Verdict]:
+    """Each run's verdict as ``check`` said it in the run's ``verdict`` case, where
+    the check's rules judged it more severely than the page's verdict: a sweep that
+    stops before bandwidth can be judged is a NOTE on a plain report and a FAIL of
+    a check whose rules say ``[verdict] unjudged = "fail"`` (the default), so the
+    page of ``check --report`` says FAIL, with the check's words, first."""
+    cases = {
+        (c.source, c.run): c for c in check.cases if c.rule == "verdict" and c.source
+    }
+    verdicts = []
+    for run, verdict in zip(judged.listed, judged.verdicts, strict=True):
+        case = cases.get((run["source"], run["run"]))
+        if case is None or case.outcome != "FAIL" or verdict.level == "bad":
+            verdicts.append(verdict)
+            continue
+        # The case's message is "<source> run <n> (hosts ...): <what was found>".
+        said = case.message.partition("): ")[2] or case.message
+        finding = Finding("bad", f"check: {said}", "efficiency")
+        label, symbol = LABELS["bad"]
+        verdicts.append(
+            Verdict("bad", label, symbol, finding.text, (finding, *verdict.findings))
+        )
+    return verdicts
 
 
 def _inputs(
