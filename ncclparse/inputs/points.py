@@ -215,12 +215,34 @@ def _as_state(rows: pa.Table) -> pa.Table:
     return rows.drop_columns(list(_LISTS))
 
 
+# What a null key is grouped as (beside whether it was null), by type; 0 for numbers.
+_ZERO: dict[str, Any] = {"string": "", "bool": False}
+
+
 def _combine(state: pa.Table) -> pa.Table:
     """One row per point of ``state``, in the order points first appeared."""
     aggregations: list[Any] = [(name, "sum") for name in _SUMS]
     aggregations += [(name, how) for name, how in _EXTREMES]
     aggregations += [(name, "first") for name in _FIRSTS]
-    grouped = state.group_by(list(KEYS), use_threads=False).aggregate(aggregations)
+    # A key with nulls is grouped as its values with nulls filled plus whether each
+    # was null: pyarrow 15 keeps rows apart whose only null key is the same (an
+    # all_reduce's root), so the same point would stay twice.
+    keys, nullable = list(KEYS), []
+    for name in KEYS:
+        column = state.column(name)
+        if column.null_count:
+            nullable.append(name)
+            at = state.schema.get_field_index(name)
+            filler = pa.scalar(_ZERO.get(str(column.type), 0), column.type)
+            state = state.set_column(at, name, pc.fill_null(column, filler))
+            state = state.append_column(f"{name}_set", pc.is_valid(column))
+            keys.append(f"{name}_set")
+    grouped = state.group_by(keys, use_threads=False).aggregate(aggregations)
+    for name in nullable:
+        valid = grouped.column(f"{name}_set")
+        at = grouped.schema.get_field_index(name)
+        restored = pc.if_else(valid, grouped.column(name), None)
+        grouped = grouped.set_column(at, name, restored).drop_columns([f"{name}_set"])
     names = {f"{name}_{how}": name for name, how in aggregations}
     grouped = grouped.rename_columns([names.get(c, c) for c in grouped.column_names])
     return grouped.sort_by("seq")
