@@ -2,8 +2,10 @@
 
 Each case is a real log with the hardware its source states. A healthy one must be
 judged healthy (OK, or a NOTE stating the readings of the algorithms it could have
-run), and stay so with every time 8 % slower; at half its rate it must FAIL, and at
-60 % it must not be OK. A degraded one must be flagged. The table in the docs is
+run), and stay so at 92 % of its rate (clear of the CHECK line); at half its rate it
+must FAIL, and at 60 % it must not be OK. A "plausible" one (a vendor's or operator's
+published run) must stay clear of the CHECK line at its rate and at 92 % of it too. A
+degraded one must be flagged. The table in the docs is
 generated from these cases: NCCLPARSE_WRITE_DOCS=1 rewrites it.
 """
 
@@ -189,13 +191,19 @@ def _level(case: Case, factor: float = 1.0) -> Level:
 
 
 HEALTHY = [c for c in CASES if c.health == "healthy"]
+PLAUSIBLE = [c for c in CASES if c.health == "plausible"]
 DEGRADED = [c for c in CASES if c.health == "degraded"]
 
 
-@pytest.mark.parametrize("case", HEALTHY, ids=lambda c: c.log.split("/")[-1][:30])
-def test_a_healthy_log_is_healthy_and_stays_so_8_percent_slower(case: Case) -> None:
+SLOWER = 1 / 0.92  # every time this much longer: 92 % of the rate
+
+
+@pytest.mark.parametrize(
+    "case", HEALTHY + PLAUSIBLE, ids=lambda c: c.log.split("/")[-1][:30]
+)
+def test_a_healthy_log_is_healthy_and_stays_so_at_92_percent(case: Case) -> None:
     assert _level(case) in ("ok", "info"), _finding(case).text
-    assert _level(case, 1.08) in ("ok", "info"), _finding(case, 1.08).text
+    assert _level(case, SLOWER) in ("ok", "info"), _finding(case, SLOWER).text
 
 
 @pytest.mark.parametrize("case", HEALTHY, ids=lambda c: c.log.split("/")[-1][:30])
@@ -214,10 +222,10 @@ def test_a_degraded_log_is_flagged(case: Case) -> None:
 
 def calibration_table() -> str:
     """The Markdown table of every case: its verdict and, for the healthy ones, the
-    margins (8 % slower, 60 % and half of its rate)."""
+    margins (92 %, 60 % and half of its rate)."""
     lines = [
         "| log | hardware | health (source) | plateau busbw | verdict | "
-        "8 % slower | at 60 % | at half |",
+        "at 92 % | at 60 % | at half |",
         "|---|---|---|---|---|---|---|---|",
     ]
     for case in CASES:
@@ -228,7 +236,7 @@ def calibration_table() -> str:
             f"{case.health}: {case.source}",
             _plateau(finding.text),
             _verdict_cell(case, finding),
-            *(LABELS[_level(case, factor)][0] for factor in (1.08, 1 / 0.6, 2.0)),
+            *(LABELS[_level(case, factor)][0] for factor in (SLOWER, 1 / 0.6, 2.0)),
         ]
         lines.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
     return "\n".join(lines) + "\n"
