@@ -616,7 +616,7 @@ def test_failed_case_sizes_lead_with_the_bandwidth_bound_drops() -> None:
 
 def test_sizes_by_importance_puts_a_large_drop_before_small_sizes() -> None:
     from ncclparse.health.cases import SizeMiss
-    from ncclparse.report.checks import by_importance
+    from ncclparse.report.checks import biggest_drop_first
 
     def miss(size: int, value: float, baseline: float) -> SizeMiss:
         return SizeMiss(size, "time_us", value, baseline * 1.1, baseline)
@@ -628,11 +628,11 @@ def test_sizes_by_importance_puts_a_large_drop_before_small_sizes() -> None:
         miss(8 << 30, 60_000.0, 40_000.0),  # 50 % slower
         miss(4 << 30, 26_000.0, 20_000.0),  # 30 % slower
     ]
-    assert [m.size_bytes for m in by_importance(found, 4 << 20)] == [
+    assert [m.size_bytes for m in biggest_drop_first(found, 4 << 20)] == [
         8 << 30, 4 << 30, 1 << 30, 8, 128,
     ]  # fmt: skip
     # Unknown where the run turns bandwidth-bound: from 1 GiB, as every size is.
-    assert [m.size_bytes for m in by_importance(found, None)] == [
+    assert [m.size_bytes for m in biggest_drop_first(found, None)] == [
         8 << 30, 4 << 30, 1 << 30, 8, 128,
     ]  # fmt: skip
 

@@ -29,7 +29,7 @@ __all__ = [
     "ListedCase",
     "RunLink",
     "SlowHost",
-    "by_importance",
+    "biggest_drop_first",
 ]
 
 EVIDENCE_SHOWN = 6  # evidence runs spelled out per host; the rest are counted
@@ -52,7 +52,7 @@ class ListedCase:
     """One check case the section lists, by its ``outcome`` (FAIL or CHECK). ``run``
     links to the run's section when the report has it; ``sizes`` are the sizes of
     the case's findings (the first few, in bytes, most telling first: see
-    :func:`by_importance`) and ``more_sizes`` how many are left out; ``message`` is
+    :func:`biggest_drop_first`) and ``more_sizes`` how many are left out; ``message`` is
     the check's own text, naming the numbers against their threshold."""
 
     outcome: Outcome
@@ -143,7 +143,7 @@ def check_summary(
 
 
 def _listed(case: Case, runs: Mapping[tuple[str, int], RunLink]) -> ListedCase:
-    ordered = by_importance(case.findings, _bound_from(runs, case))
+    ordered = biggest_drop_first(case.findings, _bound_from(runs, case))
     sizes = tuple(dict.fromkeys(f.size_bytes for f in ordered))
     run = case.run
     return ListedCase(
@@ -186,10 +186,12 @@ def _unlisted(source: str, run: int) -> RunLink:
     return RunLink("", label, label)
 
 
-def by_importance(
+def biggest_drop_first(
     findings: Sequence[SizeMiss], bandwidth_bound_bytes: float | None
 ) -> list[SizeMiss]:
-    """``findings`` most telling first: the bandwidth-bound sizes (from
+    """``findings`` most telling first (the check's messages list them largest
+    first, :func:`ncclparse.health.cases.by_importance`; the page orders them by the
+    run's bandwidth-bound figure and the drop): the bandwidth-bound sizes (from
     ``bandwidth_bound_bytes``, the run's, else from 1 GiB where every size is),
     biggest drop first (relative to the limit, or to the history baseline), then
     the latency-bound ones the same way; ties by size, largest first. An 8 GiB
