@@ -340,8 +340,12 @@ def test_a_log_dated_in_the_future_is_stale(runner: CliRunner, tmp_path: Path) -
     far, near = tmp_path / "far.log", tmp_path / "near.log"
     far.write_text(derive.scale(derive.healthy(), derive.jitter(7)))
     near.write_text(derive.scale(derive.healthy(), derive.jitter(8)))
+    # A history written before ingest refused such dates (here: an ingest whose
+    # clock was a day ahead).
+    clock = dt.datetime.now(dt.UTC) + dt.timedelta(days=1)
     for log, ahead in ((far, 2), (near, 1)):
-        ingest(ncclparse.parse(log), history, date=today + dt.timedelta(days=ahead))
+        date = today + dt.timedelta(days=ahead)
+        ingest(ncclparse.parse(log), history, date=date, now=clock)
     assert _fresh(history, [far, near]) == [
         _stale(far, (today + dt.timedelta(days=2)).isoformat())
     ]

@@ -57,6 +57,23 @@ def test_ingest_writes_a_date_partition_with_tags(tmp_path: Path) -> None:
     assert set(frame["date"].astype(str)) == {"2026-03-01"}
 
 
+def test_ingest_refuses_a_date_beyond_tomorrow(tmp_path: Path) -> None:
+    """The library refused nothing: a night dated years ahead never aged out of the
+    baseline window. Same words as ``ingest --date``; nothing is written."""
+    with pytest.raises(ValueError, match="is in the future") as caught:
+        history.ingest(_night(1), tmp_path, date=dt.date(2026, 3, 3), now=NOW)
+    assert str(caught.value) == (
+        "2026-03-03 is in the future: at most 2026-03-02 (today, UTC, and one day "
+        "ahead for time zones)"
+    )
+    assert list(tmp_path.iterdir()) == []
+    # A clock in another time zone: today is its UTC date.
+    late = dt.datetime(2026, 3, 1, 20, 0, tzinfo=dt.timezone(dt.timedelta(hours=-8)))
+    done = history.ingest(_night(1), tmp_path, date=dt.date(2026, 3, 3), now=late)
+    assert done.path is not None
+    assert done.path.parent.name == "date=2026-03-03"
+
+
 def test_same_log_twice_changes_nothing(tmp_path: Path) -> None:
     result = ncclparse.parse_many([derive.HEALTHY])
     history.ingest(result, tmp_path, now=NOW)

@@ -538,21 +538,16 @@ _PROMETHEUS_FAILED = (
 
 
 def _night_date(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
-    """--date, refused beyond tomorrow (UTC): a night dated years ahead would never
-    age out of the baseline window and never be seen as a stale log."""
+    """--date, refused beyond tomorrow (UTC) as the history refuses it."""
     import datetime as dt
 
-    from ncclparse.health.baselines import DATE_AHEAD
+    from ncclparse.store.history import check_night_date
 
     if value is not None:
-        latest = dt.datetime.now(dt.UTC).date() + DATE_AHEAD
-        if value.date() > latest:
-            raise click.BadParameter(
-                f"{value:%Y-%m-%d} is in the future: at most {latest} (today, UTC, "
-                "and one day ahead for time zones)",
-                ctx,
-                param,
-            )
+        try:
+            check_night_date(value.date(), dt.datetime.now(dt.UTC))
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), ctx, param) from None
     return value
 
 

@@ -26,7 +26,7 @@ from ncclparse import schema
 from ncclparse._arrow import distinct_rows, fill_null, key_codes
 from ncclparse.efficiency import bandwidth_columns
 from ncclparse.health.rules import HistoryPolicy
-from ncclparse.store.history import HistoryView, usable, view_of
+from ncclparse.store.history import DATE_AHEAD, HistoryView, usable, view_of
 
 __all__ = [
     "BASELINE_KEYS",
@@ -38,11 +38,6 @@ __all__ = [
     "tag_values",
     "window_start",
 ]
-
-# How far ahead of today (UTC) a night's date may be: tomorrow is still tonight in a
-# time zone ahead of UTC. ``ingest --date`` refuses dates beyond it; a history run
-# dated beyond it is not tonight's.
-DATE_AHEAD = dt.timedelta(days=1)
 
 # What makes two rows the same series for a baseline (schema.md names); tags are
 # matched separately. Hosts are deliberately not part of it: a pairwise test meets a

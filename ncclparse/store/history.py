@@ -86,6 +86,7 @@ from ncclparse.store.locations import Location, location
 from ncclparse.store.spool import Spool
 
 __all__ = [
+    "DATE_AHEAD",
     "HISTORY_FIELDS",
     "LOCK_TIMEOUT",
     "LOOKBACK_DAYS",
@@ -94,6 +95,7 @@ __all__ = [
     "HistoryError",
     "HistoryView",
     "IngestReport",
+    "check_night_date",
     "compact",
     "has_tags",
     "history_exists",
@@ -162,6 +164,10 @@ LOCK_TIMEOUT = 600.0
 # date: a log is re-ingested within days (a re-run job), and the look-up must not
 # grow with the history.
 LOOKBACK_DAYS = 7
+# How far ahead of today (UTC) a night's date may be: tomorrow is still tonight in a
+# time zone ahead of UTC. An ingest refuses dates beyond it (check_night_date); a
+# history run dated beyond it is not tonight's.
+DATE_AHEAD = dt.timedelta(days=1)
 # Batches of the scans: large enough for Arrow's kernels, small for memory.
 _BATCH = 1 << 17
 # What the account of runs reads of every file, and the baseline of the window.
@@ -275,6 +281,20 @@ def source_keys(result: ParseResult, spool: Spool | None = None) -> dict[str, st
     return keys
 
 
+def check_night_date(date: dt.date, now: dt.datetime) -> None:
+    """Raise ValueError unless ``date`` is at most :data:`DATE_AHEAD` past the UTC
+    date of ``now``: a night dated years ahead would never age out of the baseline
+    window and never be seen as a stale log. ``ingest`` and ``ingest --date`` both
+    refuse with this message."""
+    today = now.astimezone(dt.UTC).date() if now.tzinfo else now.date()
+    latest = today + DATE_AHEAD
+    if date > latest:
+        raise ValueError(
+            f"{date.isoformat()} is in the future: at most {latest.isoformat()} "
+            "(today, UTC, and one day ahead for time zones)"
+        )
+
+
 def ingest(
     result: ParseResult,
     directory: Path | str | Location,
@@ -294,6 +314,7 @@ def ingest(
     memory does not grow with the rows of a log.
 
     ``date`` names the partition (default: today in UTC); ``now`` the ingest time.
+    Raises ValueError (:func:`check_night_date`) for a ``date`` beyond tomorrow.
     Creates a local ``directory`` if needed, and nothing when no source has a row.
     On a local file system the ingest holds the history's lock (waiting up to
     ``lock_timeout`` seconds) unless ``lock`` is False; object stores are never
@@ -303,6 +324,7 @@ def ingest(
     where = _where(directory)
     now = now or dt.datetime.now(dt.UTC)
     date = date or now.date()
+    check_night_date(date, now)
     keys = source_keys(result, spool)
     if spool is None:
         with_rows = set(pc.unique(result.measurements["source"]).to_pylist())
