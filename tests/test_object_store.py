@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import datetime as dt
 import io
+import json
 import os
 import socket
 import subprocess
@@ -13,6 +14,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pyarrow.fs as pafs
 import pytest
@@ -213,23 +215,62 @@ def test_compact_on_s3_keeps_every_row(s3: tuple[pafs.S3FileSystem, str]) -> Non
     )
 
 
-@pytest.mark.slow
-def test_an_unreachable_object_store_is_an_infrastructure_error(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+@pytest.fixture
+def unreachable(monkeypatch: pytest.MonkeyPatch) -> str:
+    """An s3:// history whose endpoint refuses connections (nothing listens there)."""
     for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
         monkeypatch.setenv(name, "testing")
-    log = tmp_path / "all_reduce.log"
-    log.write_text(_night(1))
-    port = _free_port()  # nothing listens there
-    query = f"endpoint_override=127.0.0.1:{port}&scheme=http&region=us-east-1"
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
-    hist = f"s3://{BUCKET}/h?{query}"
-    done = CliRunner().invoke(cli, ["ingest", str(log), "--history", hist, "-q"])
+    query = f"endpoint_override=127.0.0.1:{_free_port()}&scheme=http&region=us-east-1"
+    return f"s3://{BUCKET}/h?{query}"
+
+
+def _one_line_naming(done: Any, store: str) -> None:
+    """Exit 4 (infrastructure), one line on stderr naming the store, no traceback."""
     assert done.exit_code == 4, done.output
-    assert done.stderr.startswith(f"Error: {hist}: ")
+    assert done.stderr.startswith(f"Error: {store}: ")
     assert len(done.stderr.splitlines()) == 1
     assert "Traceback" not in done.output
+
+
+@pytest.mark.slow
+def test_an_unreachable_object_store_is_an_infrastructure_error(
+    unreachable: str, tmp_path: Path
+) -> None:
+    log = tmp_path / "all_reduce.log"
+    log.write_text(_night(1))
+    done = CliRunner().invoke(cli, ["ingest", str(log), "--history", unreachable, "-q"])
+    _one_line_naming(done, unreachable)
+    compacted = CliRunner().invoke(
+        cli, ["history", "compact", "--history", unreachable]
+    )
+    _one_line_naming(compacted, unreachable)
+
+
+@pytest.mark.slow
+def test_check_against_an_unreachable_object_store_replaces_a_passed_night(
+    unreachable: str, tmp_path: Path
+) -> None:
+    """Yesterday's passing outputs are replaced by failing ones naming the store:
+    a monitor must not keep reading "passed" when tonight could not be judged."""
+    log = tmp_path / "all_reduce.log"
+    log.write_text(_night(1))
+    out = {k: tmp_path / f"out.{k}" for k in ("json", "prom", "xml")}
+    options = ["--json", str(out["json"]), "--prometheus", str(out["prom"]),
+               "--junit", str(out["xml"])]  # fmt: skip
+    passed = CliRunner().invoke(cli, ["check", str(log), "-q", *A3_MEGA, *options])
+    assert passed.exit_code == 0, passed.output
+    assert "ncclparse_check_passed 1\n" in out["prom"].read_text()
+    done = CliRunner().invoke(
+        cli, ["check", str(log), "--history", unreachable, *A3_MEGA, *options]
+    )
+    _one_line_naming(done, unreachable)
+    assert done.stdout == ""
+    message = done.stderr.removeprefix("Error: ").rstrip("\n")
+    report = json.loads(out["json"].read_text())
+    assert (report["status"], report["error"]) == ("fail", message)
+    assert "ncclparse_check_passed 0\n" in out["prom"].read_text()
+    assert 'errors="1"' in out["xml"].read_text()
 
 
 def test_an_unknown_uri_scheme_is_refused_clearly(tmp_path: Path) -> None:
