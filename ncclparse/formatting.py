@@ -126,9 +126,10 @@ def format_count(value: float | None) -> str:
 
 
 def markdown_escape(value: object) -> str:
-    """Text from a log made safe for Markdown (and a table cell): one line, CommonMark
-    punctuation and ``|`` backslashed, so ``<script>`` stays literal text."""
-    text = " ".join(str(value).split())
+    """Text from a log made safe for Markdown (and a table cell): one line, control
+    characters as escapes (:func:`shown_name`), CommonMark punctuation and ``|``
+    backslashed, so ``<script>`` stays literal text."""
+    text = shown_name(" ".join(str(value).split()))
     return _MD_SPECIAL.sub(r"\\\1", text)
 
 

@@ -142,7 +142,7 @@ def test_junit_is_valid_xml_with_one_suite_per_rule() -> None:
         "ncclparse.check.slow-host",
     }
     [case] = suites["ncclparse.check.latency"].iter("testcase")
-    assert case.get("name") == NAME.replace("\x07", "\ufffd")
+    assert case.get("name") == NAME.replace("\n", "\\n").replace("\x07", "\\x07")
     assert case.find("failure") is not None
 
 
@@ -206,9 +206,10 @@ def test_markdown_table_escapes_cells() -> None:
     text = to_markdown(RESULT)
     assert text.startswith("## ncclparse check: FAIL\n")
     [row] = [ln for ln in text.splitlines() if ln.startswith("| FAIL | latency")]
-    # One line, the pipe and the markup backslashed: literal text in any renderer.
+    # One line, the pipe and the markup backslashed: literal text in any renderer;
+    # the bell shown as an escape (its own backslash backslashed).
     assert row == (
-        '| FAIL | latency | all\\_reduce \\| \\<b\\>"x"\\</b\\> next\x07 | '
+        '| FAIL | latency | all\\_reduce \\| \\<b\\>"x"\\</b\\> next\\\\x07 | '
         "time\\_us above 1 ms at 1 of 3 sizes |"
     )
 

@@ -16,6 +16,7 @@ from ncclparse.formatting import (
     format_percent,
     format_time_us,
     series_label,
+    shown_name,
 )
 from ncclparse.health.outcomes import Outcome, Status, status_of
 from ncclparse.schema import SERIES_KEYS
@@ -96,7 +97,9 @@ def context(key: tuple[Any, ...], runs: dict[Any, dict[str, Any]]) -> dict[str, 
 
 
 def hosts(run: dict[str, Any]) -> tuple[str, ...]:
-    return tuple(dict.fromkeys(h for h in run.get("hosts") or () if h))
+    """The run's hosts as its cases name them: once each, in order, control
+    characters as escapes (a Rank line's host name is log text)."""
+    return tuple(dict.fromkeys(shown_name(h) for h in run.get("hosts") or () if h))
 
 
 def _size(size_bytes: int) -> str:

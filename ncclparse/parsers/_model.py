@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from ncclparse import schema
 from ncclparse._arrays import from_codes, from_values, repeated, spread
+from ncclparse.formatting import shown_name
 
 from . import _lines
 from ._lines import Line
@@ -65,7 +66,11 @@ class Notes:
         self._more_first = self._more_last = ""
 
     def add(self, where: str, message: str) -> None:
-        """Add ``message`` about ``where`` (``line N`` or ``lines N-M``)."""
+        """Add ``message`` about ``where`` (``line N`` or ``lines N-M``), its control
+        characters as escapes (:func:`~ncclparse.formatting.shown_name`): a message
+        may quote a log's line, and a line holding ESC or BEL would otherwise reach
+        a terminal, a Markdown summary or a JUnit file raw."""
+        message = shown_name(message)
         if self._groups is None:
             self._groups = {}
         key: str | int = message if self._grouped else len(self._groups)

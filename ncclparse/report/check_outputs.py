@@ -24,10 +24,7 @@ import pandas as pd
 
 from ncclparse._arrow import key_text
 from ncclparse._version import __version__
-from ncclparse.formatting import (
-    markdown_escape,
-    series_label,
-)
+from ncclparse.formatting import markdown_escape, series_label, shown_name
 from ncclparse.health.cases import ERROR_RULE, Case
 from ncclparse.health.check import CheckResult
 from ncclparse.schema import SERIES_KEYS
@@ -58,16 +55,13 @@ __all__ = [
 JSON_VERSION = 1
 # The JSON Schema of that document, shipped in the package (docs/check-json.md).
 JSON_SCHEMA = Path(__file__).with_name("check.schema.json")
-# XML 1.0 forbids most control characters, which logs do contain; ElementTree would
-# write them and the file would not parse.
-_XML_INVALID = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
 def to_text(result: CheckResult, *, verbose: bool = False) -> str:
     """The cases that FAIL or are to CHECK (with ``verbose`` every case), each led
     by its outcome, then one summary line."""
     lines = [
-        f"{c.outcome} {c.rule}: {c.message}"
+        f"{c.outcome} {shown_name(c.rule)}: {shown_name(c.message)}"
         for c in result.cases
         if verbose or c.outcome in ("FAIL", "CHECK")
     ]
@@ -784,7 +778,9 @@ def _num(value: float | None) -> float | None:
 
 
 def _xml(text: str) -> str:
-    return _XML_INVALID.sub("\ufffd", text)
+    """``text`` with its control characters as escapes: XML 1.0 forbids most of
+    them (the file would not parse), and a CI page shows the rest raw."""
+    return shown_name(text)
 
 
 def _labelset(labels: Mapping[str, str]) -> str:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from ncclparse.efficiency.algorithms import SHOWN
+from ncclparse.formatting import shown_name
 
 __all__ = [
     "ALGORITHM_BASIS",
@@ -45,7 +46,8 @@ class ProfileInfo:
 
 
 def run_metadata(run: dict[str, Any]) -> tuple[tuple[str, str], ...]:
-    """Run facts as (label, text) pairs, skipping what the log does not state."""
+    """Run facts as (label, text) pairs, skipping what the log does not state; text
+    from the log (hosts, devices, command) with its control characters as escapes."""
     pairs = [
         ("tool", " ".join(v for v in (run["tool"], run["tool_version"]) if v)),
         ("library version", run["library_version"]),
@@ -78,7 +80,7 @@ def run_metadata(run: dict[str, Any]) -> tuple[tuple[str, str], ...]:
         ("NCCL_PROTO", run.get("nccl_proto")),
         ("tuner plugin", run.get("tuner")),
     ]
-    return tuple((k, str(v)) for k, v in pairs if v not in (None, ""))
+    return tuple((k, shown_name(str(v))) for k, v in pairs if v not in (None, ""))
 
 
 # How the judged algorithm is known (analysis column algorithm_basis), in words.
