@@ -639,6 +639,35 @@ def test_a_data_check_error_fails_the_run() -> None:
     )
 
 
+def test_a_real_dcheck_failure_reads_its_table_and_names_every_line() -> None:
+    """A -DCHECK build's `#- #processes = 16` left the table unread (no process
+    count); the buffers its data check compared, IMB's abort line and MPICH's
+    MPI_Abort line were "unrecognised" warnings instead of the run's errors."""
+    name = "imb_gh-imb-22_reduce_scatter_check_error_np16_fragment.log"
+    result = _parse(FIXTURES / "imb" / name)
+    [run] = result.runs.to_pylist()
+    assert (run["status"], run["nranks"], run["collectives"]) == (
+        "failed",
+        16,
+        ["reduce_scatter"],
+    )
+    assert run["errors"] == [
+        "line 7: Error Reduce_scatter,size = 4,sample #0",
+        "line 8: Process 15: Got invalid buffer:",
+        "line 9: Buffer entry: 13.600000",
+        "line 10: pos: 0",
+        "line 11: Process 15: Expected    buffer:",
+        "line 12: Buffer entry: 253.600006",
+        "line 14: Application error code 1 occurred",
+        "line 15: application called MPI_Abort(MPI_COMM_WORLD, 16) - process 15",
+    ]
+    assert run["warnings"] == []
+    assert [
+        (r["line"], r["size_bytes"], r["time_us"], r["nranks"])
+        for r in result.measurements.to_pylist()
+    ] == [(6, 0, 0.19, 16), (13, 64, 2.41, 16)]
+
+
 HUAWEI = FIXTURES / "imb" / "imb_huawei-docs_pingpong_v4.1_indented4_np2.log"
 
 

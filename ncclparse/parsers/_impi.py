@@ -23,8 +23,9 @@ _LAUNCHER = re.compile(r"^\[(?:mpiexec|mpirun|proxy)[^\]]*\]")
 _BOX_EDGE = re.compile(r"^={20,}\s*$")
 _BOX_TEXT = re.compile(r"^=\s+(\S.*?)\s*$")
 _SIGNAL = re.compile(r"KILLED BY SIGNAL: (\d{1,9})|EXIT CODE: (\d{1,9})")
-# MPI_Abort and fatal MPI errors: `Abort(1) on node 0 (rank 0 in comm 0): ...`.
-_ABORT = re.compile(r"^Abort\(\d+\)|^Fatal error in ")
+# MPI_Abort and fatal MPI errors: `Abort(1) on node 0 (rank 0 in comm 0): ...`, and
+# MPICH's `application called MPI_Abort(MPI_COMM_WORLD, 16) - process 15`.
+_ABORT = re.compile(r"^Abort\(\d+\)|^Fatal error in |^application called MPI_Abort\(")
 # mpirun -print-rank-map: `(<host>:<ranks>)`, ranks `0,1` or `0-3`; -prot: the node
 # table `<id> | <node name> | <ip> | <ranks>` (its `ID | ...` header), then the
 # provider matrix `<id> | <provider> <provider> ...`.
@@ -87,7 +88,7 @@ def classify(text: str) -> MpiLine | None:
                 else number != 0  # EXIT CODE
             )
         return MpiLine("error", box.group(1), failure)
-    if first in ("A", "F") and _ABORT.match(text):
+    if first in ("A", "F", "a") and _ABORT.match(text):
         return MpiLine("error", text.strip(), True)
     # Other launchers, Slurm and shells reporting a killed process (Open MPI's
     # `exited on signal 9 (Killed)`, `srun: error: n1: task 0: Killed`, `Killed`).

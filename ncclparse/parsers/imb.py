@@ -141,16 +141,17 @@ _PART = re.compile(r",\s*([\w-]{1,40} part)\b", re.ASCII)
 # a SOURCES.md saying what a log is) is not its output.
 _SNIFF = re.compile(
     r"^\s*#*\s*Intel\s?\(R\) MPI Benchmarks?(?: Suite)? V?\d|"
-    r"^\s*#-? Benchmarking \S+\s*$|^\s*# #processes = \d|^\s*Try \"IMB-\S+ -help\"",
+    r"^\s*#-? Benchmarking \S+\s*$|^\s*#-? #processes = \d|^\s*Try \"IMB-\S+ -help\"",
     re.ASCII,
 )
 _RULE = re.compile(r"^#-{10,}\s*$", re.ASCII)
 # What a paste may put before IMB's lines (read after Intel MPI's, which keep theirs).
 _INDENT = " \t"
-# `#- Benchmarking` is said to open sections of -DCHECK builds (no such binary here).
+# Some -DCHECK builds open a section with `#- Benchmarking` and `#- #processes = 16`
+# (intel/mpi-benchmarks issue #22, IMB 2019 update 2).
 _BENCHMARKING = re.compile(r"^#-? Benchmarking (\S+)\s*$", re.ASCII)
 _PROCESSES = re.compile(
-    r"^# #processes = (\d{1,6})\b(?:\s*\(threads: (\d{1,6})\))?", re.ASCII
+    r"^#-? #processes = (\d{1,6})\b(?:\s*\(threads: (\d{1,6})\))?", re.ASCII
 )
 _GROUPS = re.compile(
     r"^# \( (\d{1,6}) groups? of (\d{1,6}) processes each running simultaneous",
@@ -162,10 +163,14 @@ _PARAM = re.compile(r"^# ([A-Za-z_][\w ]*?)\s*:\s*(.*?)\s*$", re.ASCII)
 _FOOTER = "# All processes entering MPI_Finalize"
 _LIST = "List of Benchmarks to run"
 _NUMBER = re.compile(r"^-?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?$", re.ASCII)
-# The last: a -DCHECK build's data check, `<rank>: Error <name>,size = <n>,sample #<k>`
-# (IMB_chk_diff.c); the rank and its colon read as a launcher label before here.
+# Then a -DCHECK build's data check, `<rank>: Error <name>,size = <n>,sample #<k>`
+# (IMB_chk_diff.c; the rank and its colon read as a launcher label before here), the
+# buffers it compared (`Process 15: Got invalid buffer:`, `Buffer entry: 13.600000`,
+# `pos: 0`, `Process 15: Expected    buffer:`), and IMB's own abort line.
 _ERROR = re.compile(
-    r"^ERROR|^Invalid benchmark name|^Try \"IMB-\S+ -help\"|^Error \S+,size = \d",
+    r"^ERROR|^Invalid benchmark name|^Try \"IMB-\S+ -help\"|^Error \S+,size = \d|"
+    r"^Process \d+: (?:Got invalid|Expected) +buffer:$|^Buffer entry: \S+$|"
+    r"^pos: \d+$|^Application error code \d+ occurred$",
     re.ASCII,
 )
 
@@ -180,6 +185,7 @@ _SNIFF_TEXT = (
     "# Benchmarking ",
     "#- Benchmarking ",
     "# #processes = ",
+    "#- #processes = ",
     'Try "IMB-',
 )
 
