@@ -585,6 +585,42 @@ def test_history_switched_off_is_said_in_the_outputs(
     )
 
 
+def test_every_rule_switched_off_is_said_in_the_outputs(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """[cohort] enabled = false left no case at all (the rule was silently gone);
+    [blame] and a [[rule]] could not be switched off but by values that never
+    fire."""
+    rules = _rules(
+        tmp_path,
+        "[cohort]\nenabled = false\n[blame]\nenabled = false\n"
+        '[[rule]]\nname = "latency"\nmetric = "time_us"\nthreshold = 1000\n'
+        "enabled = false\n",
+    )
+    result, document = _check(
+        runner, tmp_path, str(derive.HEALTHY), "--rules", str(rules), *A3_MEGA
+    )
+    assert result.exit_code == 0, result.output
+    said = [
+        f"{rule} judging switched off by {section} enabled = false in {rules}"
+        for rule, section in (("latency", "[[rule]] 'latency'"),
+                              ("cohort", "[cohort]"), ("slow-host", "[blame]"))
+    ]  # fmt: skip
+    assert [
+        (c["rule"], c["name"], c["status"], c["message"])
+        for c in document["cases"]
+        if c["name"] == "switched off" or c["rule"] in ("latency", "slow-host")
+    ] == [
+        ("latency", "switched off", "skip", said[0]),
+        ("cohort", "switched off", "skip", said[1]),
+        ("slow-host", "switched off", "skip", said[2]),
+    ]
+    notes = [line for line in result.stderr.splitlines() if line.startswith("Note:")]
+    assert notes == [f"Note: {message}" for message in said]
+    junit = (tmp_path / "out.xml").read_text()
+    assert all(f'<skipped message="{message}" />' in junit for message in said)
+
+
 def test_compare_cli_regression_exit_and_formats(
     runner: CliRunner, tmp_path: Path
 ) -> None:

@@ -163,7 +163,14 @@ def test_the_rules_file_sets_the_threshold_and_turns_the_rule_off(
     assert strict.cohort == CohortPolicy(threshold=0.05, min_runs=3, enabled=True)
     assert [c.status for c in _cohort(paths, strict)] == ["pass", "fail", "pass"] * 2
     off = rules_from_mapping({"cohort": {"enabled": False}})
-    assert _cohort(paths, off) == []
+    assert _cohort(paths, off) == [
+        Case(
+            "cohort",
+            "switched off",
+            "SKIP",
+            "cohort judging switched off by [cohort] enabled = false",
+        )
+    ]
 
 
 @pytest.mark.parametrize(
@@ -180,6 +187,10 @@ def test_the_rules_file_sets_the_threshold_and_turns_the_rule_off(
             "[cohort] threshold: expected a number, got '15%' (a string)",
         ),
         ({"enabled": "no"}, "[cohort] enabled: expected true or false, got 'no'"),
+        (
+            {"min_runs": 10**6},
+            "[cohort] min_runs: expected a whole number from 1 to 1000, got 1000000",
+        ),
         (
             {"treshold": 0.1},
             "[cohort]: unknown key(s) treshold (known: enabled, min_runs, threshold)",

@@ -93,7 +93,7 @@ def test_empty_rule_array_replaces_defaults() -> None:
         ({"rule": [{"metric": "time_us"}]}, "threshold: expected a number, got None"),
         ({"rule": [{"metric": "time_us", "threshold": True}]}, "expected a number"),
         ({"rule": [{"metric": "time_us", "threshold": -1}]},
-         "rule 'rule-1' threshold: expected a number >= 0, got -1"),
+         "rule 'rule-1' threshold: expected a number > 0, got -1"),
         ({"rule": [{"metric": "time_us", "threshold": 1, "tolerance": 1.5}]},
          "tolerance is a fraction below 1"),
         ({"rule": [{"metric": "efficiency", "threshold": 1, "regime": "fast"}]},
@@ -235,3 +235,40 @@ def test_the_documented_rules_file_is_the_default() -> None:
     section = text[text.index("## Rules file") :]
     [block] = re.findall(r"^```toml\n(.*?)^```", section, re.S | re.M)[:1]
     assert rules_from_mapping(tomllib.loads(block)) == DEFAULT_RULES
+
+
+@pytest.mark.parametrize(
+    ("rule", "message"),
+    [
+        ({"threshold": 0},
+         "rule 'floor' threshold: expected a number > 0, got 0 (an integer)"),
+        ({"threshold": -5.0},
+         "rule 'floor' threshold: expected a number > 0, got -5.0 (a float)"),
+        ({"enabled": "no"},
+         "rule 'floor' enabled: expected true or false, got 'no' (a string)"),
+    ],
+)  # fmt: skip
+def test_a_threshold_rule_is_switched_off_only_explicitly(
+    rule: dict[str, Any], message: str
+) -> None:
+    """A floor of 0 (efficiency >= 0) never fails: it was a rule switched off
+    without saying so."""
+    item = {"name": "floor", "metric": "efficiency", "threshold": 0.5, **rule}
+    with pytest.raises(RulesError) as raised:
+        rules_from_mapping({"rule": [item]})
+    assert str(raised.value) == message
+
+
+def test_every_rule_section_that_can_be_switched_off_says_so() -> None:
+    data = {
+        "rule": [{"name": "floor", "metric": "efficiency", "threshold": 0.5,
+                  "enabled": False}],
+        "blame": {"enabled": False},
+        "cohort": {"enabled": False},
+        "history": {"enabled": False},
+    }  # fmt: skip
+    rules = rules_from_mapping(data)
+    assert [r.enabled for r in rules.rules] == [False]
+    enabled = (rules.blame.enabled, rules.cohort.enabled, rules.history.enabled)
+    assert enabled == (False, False, False)
+    assert DEFAULT_RULES.blame.enabled

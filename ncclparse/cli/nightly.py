@@ -393,6 +393,7 @@ def _judge(
 ) -> tuple[Any, dict[Path, str]]:
     """Read, judge and render everything ``check`` writes, writing nothing: the
     result and each output file's text by path."""
+    from ncclparse.health.integrity import SWITCHED_OFF
     from ncclparse.health.nightly import CheckConfigError
     from ncclparse.health.nightly import check as run_check
     from ncclparse.report.check_outputs import render_outputs
@@ -419,8 +420,10 @@ def _judge(
         raise click.UsageError(str(exc)) from exc
     outcome = run.result
     for case in outcome.cases:
-        if case.rule == "history" and case.name == "baseline" and case.status == "skip":
-            click.echo(f"Note: {case.message}", err=True)  # the first night, said loud
+        # The first night, and a rule switched off: said loud.
+        baseline = case.rule == "history" and case.name == "baseline"
+        if case.status == "skip" and (baseline or case.name == SWITCHED_OFF):
+            click.echo(f"Note: {case.message}", err=True)
     files = render_outputs(
         outcome,
         junit=outputs.junit,

@@ -49,12 +49,12 @@ from ncclparse.health.integrity import (
     baseline_cases,
     expect_cases,
     history_expect_cases,
-    history_off_case,
     input_case,
     integrity_case,
     misprinted_by_run,
     no_run_case,
     stale_inputs_case,
+    switched_off_case,
 )
 from ncclparse.health.outcomes import OUTCOMES, outcome_of
 from ncclparse.health.rules import Rule, Rules, VerdictPolicy
@@ -196,6 +196,9 @@ def check(
     """
     runs = {(r["source"], r["run"]): r for r in result.runs.to_pylist()}
     cases = [input_case(exc) for exc in input_failures]
+    # Threshold rules switched off are not judged; each is said in a skipped case.
+    off = [r for r in rules.rules if not r.enabled]
+    rules = dataclasses.replace(rules, rules=tuple(r for r in rules.rules if r.enabled))
     for note in input_notes:
         source = shown_name(note.source)
         cases.append(Case("input", source, "SKIP", shown_name(note.text), source))
@@ -231,13 +234,18 @@ def check(
     cases += [c for j in judged for c in j.verdicts]
     for at in range(len(rules.rules)):
         cases += [c for j in judged for c in j.rules[at]]
+    cases += [
+        switched_off_case(r.name, f"[[rule]] {r.name!r}", rules.origin) for r in off
+    ]
     if chosen is not None:
         if rules.history.enabled:
             cases += baseline_cases(
                 chosen, rules.history, first_night=first_night, name=history_name
             )
         else:
-            cases.append(history_off_case(rules.origin))
+            cases.append(
+                switched_off_case("history", "[history]", rules.origin, "baseline")
+            )
         measured = set(pc.unique(result.measurements["source"]).to_pylist())
         logs = {source: key for source, key in keys.items() if source in measured}
         cases += stale_inputs_case(chosen, logs)
@@ -246,10 +254,17 @@ def check(
     # as each batch grouped it), so cases do not depend on how runs were batched.
     merged = [item for j in judged for item in j.points.items()]
     points = dict(sorted(merged, key=lambda item: (item[0][0], item[0][1])))
-    cases += cohort_cases(points, runs, rules.cohort)
+    if rules.cohort.enabled:
+        cases += cohort_cases(points, runs, rules.cohort)
+    else:
+        cases.append(switched_off_case("cohort", "[cohort]", rules.origin))
     analysis = _joined([j.analysis for j in judged])
-    ranked = blame(times.scores(result.runs), rules.blame)
-    cases += _blame_cases(ranked, len(runs))
+    ranked: tuple[HostScore, ...] = ()
+    if rules.blame.enabled:
+        ranked = blame(times.scores(result.runs), rules.blame)
+        cases += _blame_cases(ranked, len(runs))
+    else:
+        cases.append(switched_off_case("slow-host", "[blame]", rules.origin))
     return CheckResult(tuple(cases), ranked, analysis, tags=dict(tags or {}))
 
 

@@ -54,9 +54,8 @@ def cohort_cases(
     """One ``cohort`` case per series whose shape has another run tonight: pass,
     fail (far below the others at a bandwidth-bound size) or skip (too few runs of
     the shape, no bandwidth-bound size). A series alone in its shape gets none:
-    there is nothing to compare it with. Nothing when ``policy.enabled`` is off."""
-    if not policy.enabled:
-        return []
+    there is nothing to compare it with. ``policy.enabled`` is the caller's to
+    read (a rule switched off is said in its own case)."""
     shapes: dict[tuple[Any, ...], list[tuple[Any, ...]]] = {}
     for key in points:
         shapes.setdefault((*key[2:], _device(runs, key)), []).append(key)

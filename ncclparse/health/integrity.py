@@ -27,14 +27,15 @@ from ncclparse.health.verdict import MISPRINT, RECOMPUTABLE
 from ncclparse.schema import SERIES_KEYS, SHAPE_KEYS
 
 __all__ = [
+    "SWITCHED_OFF",
     "baseline_cases",
     "expect_cases",
     "history_expect_cases",
-    "history_off_case",
     "input_case",
     "integrity_case",
     "misprinted_by_run",
     "no_run_case",
+    "switched_off_case",
 ]
 
 
@@ -267,13 +268,20 @@ def baseline_cases(
     return cases
 
 
-def history_off_case(origin: str | None) -> Case:
-    """The skipped ``history`` case of a check whose rules switch history judging
-    off (``[history] enabled = false`` in the rules file ``origin``): said in every
-    output, so that an alert that cannot fire is seen."""
+# The name of the case of a rule switched off (the history's keeps its own name,
+# ``baseline``, the one it has when judging).
+SWITCHED_OFF = "switched off"
+
+
+def switched_off_case(
+    rule: str, section: str, origin: str | None, name: str = SWITCHED_OFF
+) -> Case:
+    """The skipped case of ``rule`` switched off by ``enabled = false`` in
+    ``section`` (``[cohort]``) of the rules file ``origin``: said in every output,
+    so that an alert that cannot fire is seen."""
     where = f" in {origin}" if origin else ""
-    message = f"history judging switched off by [history] enabled = false{where}"
-    return Case("history", "baseline", "SKIP", message)
+    message = f"{rule} judging switched off by {section} enabled = false{where}"
+    return Case(rule, name, "SKIP", message)
 
 
 def stale_inputs_case(chosen: Selection, input_keys: Mapping[str, str]) -> list[Case]:

@@ -68,7 +68,8 @@ class Rule:
     (recomputed bus bandwidth, a floor) or ``time_us`` (a ceiling). A row fails when
     it is worse than :attr:`limit`, the threshold widened by ``tolerance`` (a
     fraction: 0.05 lets a 40 % floor pass down to 38 %). ``None`` selectors match
-    anything; size bounds are inclusive bytes.
+    anything; size bounds are inclusive bytes. ``enabled = False`` switches the
+    rule off, and the check says so.
     """
 
     name: str
@@ -79,6 +80,7 @@ class Rule:
     size_min: int | None = None
     size_max: int | None = None
     tolerance: float = 0.0
+    enabled: bool = True
 
     @property
     def is_ceiling(self) -> bool:
@@ -154,13 +156,15 @@ class BlamePolicy:
     A run is slow when its score (typical time / its time, 1.0 = typical) is below
     ``slow_score``. A host is named when at least ``min_runs`` runs include it, at
     least ``min_slow_fraction`` of them are slow, and runs with it score at least
-    ``min_deficit`` (a fraction) below runs without it.
+    ``min_deficit`` (a fraction) below runs without it. ``enabled = False``
+    switches the slow-host rule off, and the check says so.
     """
 
     min_runs: int = 2
     slow_score: float = 0.9
     min_slow_fraction: float = 0.8
     min_deficit: float = 0.1
+    enabled: bool = True
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,6 +298,7 @@ _SPECS: dict[str, dict[str, Spec]] = {
         "min_slow_fraction": Number(0, 1, above=True),
         "min_deficit": Number(0, 0.9),
     },
+    "cohort": {"min_runs": Count(1, 1000)},  # below MIN_COHORT: _cohort says why
     "verdict": {
         "good": Number(0, 10, above=True),
         "poor": Number(0, 10, above=True),
@@ -356,7 +361,12 @@ def _rule(item: Any, index: int) -> Rule:
     metric = item.get("metric")
     if metric not in METRICS:
         raise RulesError(f"{where}: 'metric' must be one of {', '.join(METRICS)}")
-    threshold = _setting(Number(), item.get("threshold"), f"{where} threshold")
+    # A floor at 0 never fails (and a ceiling at 0 always does): a rule is
+    # switched off only with enabled = false.
+    threshold = _setting(
+        Number(0, above=True), item.get("threshold"), f"{where} threshold"
+    )
+    enabled = _setting(Flag(), item.get("enabled", True), f"{where} enabled")
     tolerance = _setting(Number(), item.get("tolerance", 0.0), f"{where} tolerance")
     if tolerance >= 1:
         raise RulesError(f"{where}: tolerance is a fraction below 1, got {tolerance}")
@@ -380,6 +390,7 @@ def _rule(item: Any, index: int) -> Rule:
         size_min=sizes[0],
         size_max=sizes[1],
         tolerance=tolerance,
+        enabled=enabled,
     )
 
 
