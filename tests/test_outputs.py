@@ -202,6 +202,17 @@ def test_prometheus_textfile() -> None:
     )
 
 
+def test_markdown_leads_with_the_worst() -> None:
+    """A case to CHECK that came first in check order was listed before a FAIL; the
+    report (and the summary line) lead with the failures."""
+    mixed = dataclasses.replace(RESULT, cases=(TO_CHECK.cases[1], *RESULT.cases[1:]))
+    rows = [ln for ln in to_markdown(mixed).splitlines() if ln.startswith("| ")]
+    assert [row.split(" | ")[:2] for row in rows[2:]] == [
+        ["| FAIL", "latency"],
+        ["| CHECK", "verdict"],
+    ]
+
+
 def test_markdown_table_escapes_cells() -> None:
     text = to_markdown(RESULT)
     assert text.startswith("## ncclparse check: FAIL\n")

@@ -610,13 +610,13 @@ def _joined(values: Iterable[str]) -> str:
 
 
 def to_markdown(result: CheckResult) -> str:
-    """A Markdown summary: verdict, the cases that FAIL or are to CHECK, slow
-    hosts."""
+    """A Markdown summary: verdict, the cases that FAIL then those to CHECK (each in
+    check order, as the report lists them), slow hosts."""
     lines = [f"## ncclparse check: {result.headline}", ""]
     if result.error is not None:
         lines += [f"The check could not complete: {_cell(result.error)}", ""]
     lines += [_summary(result), ""]
-    shown = [c for c in result.cases if c.outcome in ("FAIL", "CHECK")]
+    shown = [*result.failures, *result.to_check]
     if shown:
         lines += ["| outcome | rule | case | details |", "| --- | --- | --- | --- |"]
         lines += [
