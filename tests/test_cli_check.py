@@ -874,20 +874,39 @@ def test_a_contradicted_busbw_fails_the_run_in_check_and_its_report(
     assert finding.removeprefix("FAIL ") in run
 
 
+def _short_sweep() -> str:
+    """Derived: the healthy log stopped at 1 MiB (bandwidth cannot be judged)."""
+    return "".join(
+        line
+        for line in derive.healthy().splitlines(keepends=True)
+        if not re.match(r"^\s+(\d+)\s+\d+\s+float\s", line)
+        or int(line.split()[0]) <= 1 << 20
+    )
+
+
+def test_check_words_on_the_report_whatever_the_log_is_named(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """The report found check's words after the first "): " of the case's message:
+    in a log named "night (a): b.log" that was inside the name."""
+    log = tmp_path / "night (a): b.log"
+    log.write_text(_short_sweep())
+    report = tmp_path / "report.html"
+    result, _ = _check(runner, tmp_path, str(log), "--report", str(report))
+    assert result.exit_code == 1, result.output
+    page = report.read_text()
+    assert "check: bandwidth not verified: all_reduce float32 sum" in page
+    assert "check: b.log run 0" not in page
+
+
 def test_a_short_sweep_that_check_fails_is_fail_on_its_report_too(
     runner: CliRunner, tmp_path: Path
 ) -> None:
     """A sweep stopped at 1 MiB is a NOTE on a plain report (bandwidth not judged)
     and fails check ([verdict] unjudged = "fail", the default): check's report says
     FAIL for that run, with check's words first, not a NOTE beside a failed case."""
-    short = "".join(
-        line
-        for line in derive.healthy().splitlines(keepends=True)
-        if not re.match(r"^\s+(\d+)\s+\d+\s+float\s", line)
-        or int(line.split()[0]) <= 1 << 20
-    )
     log = tmp_path / "short.log"
-    log.write_text(short)
+    log.write_text(_short_sweep())
     report = tmp_path / "report.html"
     result, document = _check(runner, tmp_path, str(log), "--report", str(report))
     assert result.exit_code == 1, result.output

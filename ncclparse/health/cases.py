@@ -6,7 +6,7 @@ Shared by :mod:`ncclparse.health.check` (thresholds, history, hosts) and
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -31,6 +31,7 @@ __all__ = [
     "by_importance",
     "context",
     "hosts",
+    "run_named",
     "sizes",
 ]
 
@@ -91,9 +92,15 @@ def context(key: tuple[Any, ...], runs: dict[Any, dict[str, Any]]) -> dict[str, 
         "hosts": found,
         "collective": coll or None,
         "label": series_label(values),
-        "where": f"{source} run {run} (hosts {', '.join(found) or 'unknown'})",
+        "where": run_named(source, run, found),
         "key": key,
     }
+
+
+def run_named(source: str, run: int, found: Sequence[str]) -> str:
+    """A run as a case's message names it before what was found:
+    ``<source> run <n> (hosts a, b)``; ``found``: its :func:`hosts`."""
+    return f"{source} run {run} (hosts {', '.join(found) or 'unknown'})"
 
 
 def hosts(run: dict[str, Any]) -> tuple[str, ...]:

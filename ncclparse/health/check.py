@@ -42,6 +42,7 @@ from ncclparse.health.cases import (
     by_importance,
     context,
     hosts,
+    run_named,
     sizes,
 )
 from ncclparse.health.cohort import Point, cohort_cases, points_of
@@ -493,7 +494,7 @@ def verdict_cases(
             verdict, unjudged(mine, blocks), policy, facts.get("tool")
         )
         found = hosts(facts)
-        where = f"{source} run {run} (hosts {', '.join(found) or 'unknown'})"
+        where = run_named(source, run, found)
         cases.append(
             Case(
                 "verdict",

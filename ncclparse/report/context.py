@@ -28,6 +28,7 @@ from ncclparse.efficiency.algorithms import SHOWN
 from ncclparse.efficiency.hardware import HardwareOptions
 from ncclparse.efficiency.profile import HardwareProfile
 from ncclparse.formatting import format_bytes, series_label
+from ncclparse.health.cases import run_named
 from ncclparse.health.rules import DEFAULT_RULES, VerdictPolicy
 from ncclparse.health.verdict import (
     LABELS,
@@ -227,8 +228,9 @@ def _as_checked(judged: _JudgedRuns, check: CheckResult) -> list[Verdict]:
         if case is None or case.outcome != "FAIL" or verdict.level == "bad":
             verdicts.append(verdict)
             continue
-        # The case's message is "<source> run <n> (hosts ...): <what was found>".
-        said = case.message.partition("): ")[2] or case.message
+        # The case's message names the run (run_named), then what was found.
+        named = f"{run_named(case.source or '', run['run'], case.hosts)}: "
+        said = case.message.removeprefix(named)
         finding = Finding("bad", f"check: {said}", "efficiency")
         label, symbol = LABELS["bad"]
         verdicts.append(
