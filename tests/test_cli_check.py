@@ -108,6 +108,33 @@ def _failed(document: dict[str, Any], rule: str) -> list[dict[str, Any]]:
     return [c for c in document["cases"] if c["rule"] == rule and c["status"] == "fail"]
 
 
+def test_a_data_error_fails_two_cases_and_every_count_agrees(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """One refused line fails the run's integrity case and its verdict case, each
+    naming it; the summary line counts cases as JUnit and Prometheus do (2 failed),
+    so a monitor of either rule, and the three counts, agree (docs/check-json.md)."""
+    rows = derive.healthy().splitlines(keepends=True)
+    at = next(i for i, line in enumerate(rows) if line.lstrip().startswith("256 "))
+    rows[at] = rows[at].replace(rows[at].split()[5], "-inf", 1)
+    log = tmp_path / "refused.log"
+    log.write_text("".join(rows))
+    result, document = _check(runner, tmp_path, str(log), *A3_MEGA)
+    assert result.exit_code == 1
+    refused = (
+        f"line {at + 1}: time -inf is not a possible time ('256 64 float sum -1 -inf "
+        "0.00 0.00 0 122.7 0.00 0.00 0')"
+    )
+    failed = [(c["rule"], refused in c["message"]) for c in document["cases"]
+              if c["status"] == "fail"]  # fmt: skip
+    assert failed == [("integrity", True), ("verdict", True)]
+    assert result.stdout.splitlines()[-1] == "FAIL: 2 failed, 2 passed, 1 skipped"
+    assert 'failures="2"' in (tmp_path / "out.xml").read_text().splitlines()[1]
+    assert 'ncclparse_check_cases{status="fail"} 2' in (
+        (tmp_path / "out.prom").read_text()
+    )
+
+
 def test_healthy_real_log_passes(runner: CliRunner, tmp_path: Path) -> None:
     result, document = _check(runner, tmp_path, str(derive.HEALTHY), *A3_MEGA)
     assert result.exit_code == 0
