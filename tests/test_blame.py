@@ -38,6 +38,14 @@ def test_run_scores_are_relative_to_the_typical_run() -> None:
     assert scores[("n2-n3.log", 0)].hosts == ("n2", "n3")
 
 
+def test_a_host_name_is_scored_as_the_cases_show_it() -> None:
+    """A host named with a control character reached the slow-host case, the
+    report's slow hosts and the Prometheus labels raw."""
+    result = _runs("n\x07", ["n\x07", "n2", "n3", "n4"])
+    ranked = blame(run_scores(result.measurements, result.runs), BlamePolicy())
+    assert [(h.host, h.slow) for h in ranked][:1] == [("n\\x07", True)]
+
+
 def test_too_few_runs_in_a_shape_are_not_scored() -> None:
     result = _runs(None, ["n1", "n2", "n3"])  # three runs: scored
     assert len(run_scores(result.measurements, result.runs)) == 3

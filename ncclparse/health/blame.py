@@ -20,6 +20,7 @@ import pandas as pd
 import pyarrow as pa
 
 from ncclparse._arrow import key_text
+from ncclparse.formatting import shown_name
 from ncclparse.health.rules import BlamePolicy
 from ncclparse.schema import SHAPE_KEYS
 
@@ -209,5 +210,6 @@ def _hosts_by_run(runs: pa.Table) -> dict[tuple[str, int], tuple[str, ...]]:
         cast("list[list[str | None]]", runs["hosts"].to_pylist()),
         strict=True,
     ):
-        found[(source, run)] = tuple(dict.fromkeys(h for h in hosts if h))
+        # As the other cases name them: a Rank line's host name is log text.
+        found[(source, run)] = tuple(dict.fromkeys(shown_name(h) for h in hosts if h))
     return found
