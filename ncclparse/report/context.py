@@ -18,11 +18,12 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 from markupsafe import Markup
 
-from ncclparse._arrow import frame, rows_by_run, run_rows
+from ncclparse._arrow import frame
 from ncclparse.efficiency import Analysis, analyze, per_iteration
 from ncclparse.efficiency.algorithms import SHOWN
 from ncclparse.efficiency.hardware import HardwareOptions
@@ -30,6 +31,8 @@ from ncclparse.efficiency.profile import HardwareProfile
 from ncclparse.formatting import format_bytes, series_label
 from ncclparse.health.rules import DEFAULT_RULES, VerdictPolicy
 from ncclparse.health.verdict import (
+    JUDGED_COLUMNS,
+    JUDGED_FIT_COLUMNS,
     LABELS,
     AnalysedRows,
     Finding,
@@ -139,19 +142,21 @@ def build_context(
         ],
         check,
     )
-    runs = [
-        _run_report(
-            index,
-            run,
-            (judged.rows[index], judged.fits[index], judged.blocks[index]),
-            judged.verdicts[index],
-            charted=charted,
-            stdin=stdin,
-            detailed=(run["source"], run["run"]) in shown,
-            profile=analysis.profiles[0] if len(analysis.profiles) == 1 else None,
+    profile = analysis.profiles[0] if len(analysis.profiles) == 1 else None
+    runs = []
+    for index, run in enumerate(listed):
+        detailed = (run["source"], run["run"]) in shown
+        runs.append(
+            _run_report(
+                index,
+                run,
+                judged.of_run(analysis, index) if detailed else judged.blocks[index],
+                judged.verdicts[index],
+                charted=charted,
+                stdin=stdin,
+                profile=profile,
+            )
         )
-        for index, run in enumerate(listed)
-    ]
     comparison = tuple(ComparisonRow(r, b) for r in runs for b in r.blocks)
     errors, inputs = _inputs(result, failures, stdin)
     # One run of many series gets the overview too: its small multiples are the
@@ -181,35 +186,62 @@ def build_context(
 
 @dataclass(frozen=True, slots=True)
 class _JudgedRuns:
-    """Each run of a result (``listed``, the ``runs`` rows) with its analysed rows,
-    fits, blocks and verdict; ``charted``: few enough blocks for each its charts."""
+    """Each run of a result (``listed``, the ``runs`` rows) with its blocks (rows
+    of :data:`_OVERVIEW_COLUMNS` as positions into arrays shared by every run),
+    verdict and the positions of its rows and fits in the analysis' tables;
+    ``charted``: few enough blocks for each its charts."""
 
     listed: list[dict[str, Any]]
-    rows: list[pd.DataFrame]
-    fits: list[pd.DataFrame]
     blocks: list[list[RowBlock]]
     verdicts: list[Verdict]
+    rows_at: list[npt.NDArray[np.intp]]
+    fits_at: list[npt.NDArray[np.intp]]
     charted: bool
+
+    def of_run(
+        self, analysis: Analysis, index: int
+    ) -> tuple[pd.DataFrame, pd.DataFrame, list[RowBlock]]:
+        """Run ``index``'s analysed rows and fits with every column, as DataFrames,
+        and its blocks of them: what a run's own section draws."""
+        rows = frame(analysis.rows.take(self.rows_at[index]))
+        fits = frame(analysis.fits.take(self.fits_at[index]))
+        return rows, fits, blocks_of(AnalysedRows(rows)) if len(rows) else []
 
 
 def _judged_runs(
     result: ParseResult, analysis: Analysis, policy: VerdictPolicy
 ) -> _JudgedRuns:
-    """Every run's analysed rows and fits, split into blocks and judged."""
-    rows = frame(analysis.rows)
-    fits = frame(analysis.fits)
-    row_groups, fit_groups = rows_by_run(rows), rows_by_run(fits)
+    """Every run's analysed rows, split into blocks and judged (with its fits)."""
     listed = result.runs.to_pylist()
-    mine = [run_rows(row_groups, rows, r["source"], r["run"]) for r in listed]
-    my_fits = [run_rows(fit_groups, fits, r["source"], r["run"]) for r in listed]
-    analysed = [AnalysedRows(m) for m in mine]
-    groups = [blocks_of(a) if len(a) else [] for a in analysed]
-    verdicts = [
-        judge_run(run, analysed[i], policy, my_fits[i], groups[i])
-        for i, run in enumerate(listed)
+    names = [c for c in _OVERVIEW_COLUMNS if c in analysis.rows.column_names]
+    columns = AnalysedRows(frame(analysis.rows.select(names)))
+    arrays = {name: columns[name] for name in names}
+    fits = frame(analysis.fits.select(list(JUDGED_FIT_COLUMNS)))
+    rows_at = _positions(analysis.rows, listed)
+    fits_at = _positions(analysis.fits, listed)
+    blocks, verdicts = [], []
+    for run, at, fits_of_run in zip(listed, rows_at, fits_at, strict=True):
+        mine = AnalysedRows(arrays, at)
+        found = blocks_of(mine) if len(mine) else []
+        blocks.append(found)
+        verdicts.append(judge_run(run, mine, policy, fits.iloc[fits_of_run], found))
+    charted = sum(len(b) for b in blocks) <= CHARTED_BLOCKS
+    return _JudgedRuns(listed, blocks, verdicts, rows_at, fits_at, charted)
+
+
+def _positions(
+    table: pa.Table, listed: Sequence[Mapping[str, Any]]
+) -> list[npt.NDArray[np.intp]]:
+    """The positions of each listed run's rows in ``table`` (by source and run), in
+    table order; none for a run without rows."""
+    keys = pd.DataFrame(
+        {n: table[n].to_numpy(zero_copy_only=False) for n in ("source", "run")}
+    )
+    found = keys.groupby(["source", "run"], sort=False).indices if len(keys) else {}
+    none = np.zeros(0, np.intp)
+    return [
+        np.asarray(found.get((r["source"], r["run"]), none), np.intp) for r in listed
     ]
-    charted = sum(len(g) for g in groups) <= CHARTED_BLOCKS
-    return _JudgedRuns(listed, mine, my_fits, groups, verdicts, charted)
 
 
 def _as_checked(judged: _JudgedRuns, check: CheckResult) -> list[Verdict]:
@@ -390,44 +422,48 @@ def _named(source: str, stdin: str) -> str:
 def _run_report(
     index: int,
     run: dict[str, Any],
-    analysed: tuple[pd.DataFrame, pd.DataFrame, list[RowBlock]],
+    analysed: tuple[pd.DataFrame, pd.DataFrame, list[RowBlock]] | list[RowBlock],
     verdict: Verdict,
     *,
     charted: bool,
     stdin: str,
-    detailed: bool = True,
     profile: HardwareProfile | None = None,
 ) -> RunReport:
-    """The report of one run (a ``runs`` row) from its analysed rows, fits and
-    blocks (:func:`blocks_of`) and its verdict; its blocks get their charts when
-    ``charted``; without ``detailed`` only what the overview shows (the run has no
-    section); source "-" is named ``stdin``; ``profile``: the one hardware profile
-    the analysis used, if one, for the ideal's arithmetic."""
-    mine, my_fits, groups = analysed
+    """The report of one run (a ``runs`` row) and its verdict. With its analysed
+    rows, fits and blocks (:func:`blocks_of`) as DataFrames, the run has a section:
+    its blocks get their tables and, when ``charted``, their charts; with its
+    blocks alone, only what the overview shows. Source "-" is named ``stdin``;
+    ``profile``: the one hardware profile the analysis used, if one, for the
+    ideal's arithmetic."""
     # The anchor counts the report's runs (unique across sources); the text names the
     # run by the schema's own 0-based number.
     anchor = f"run{index + 1}"
-    blocks = []
-    for number, (key, group) in enumerate(groups, start=1):
-        block_fits = my_fits
-        for column, value in zip(BLOCK_KEYS, key, strict=True):
-            block_fits = block_fits[_same(block_fits[column], value)]
-        made = _block if detailed else _overview_block
+    detailed = isinstance(analysed, tuple)
+    metadata = run_metadata(run)
+    if isinstance(analysed, tuple):
+        mine, my_fits, groups = analysed
         hardware = (
             None
             if profile is None or run["nnodes"] is None
             else (profile, run["nnodes"])
         )
-        blocks.append(
-            made(
+        blocks = [
+            _block(
                 f"{anchor}-{number}",
                 key,
                 group.frame(),
-                block_fits,
+                _block_fits(my_fits, key),
                 charted=charted,
                 hardware=hardware,
             )
-        )
+            for number, (key, group) in enumerate(groups, start=1)
+        ]
+        metadata += _algorithm(mine) + per_iteration_facts(_iterations(mine))
+    else:
+        blocks = [
+            _overview_block(f"{anchor}-{number}", key, group)
+            for number, (key, group) in enumerate(analysed, start=1)
+        ]
     devices = Counter(d for d in run["devices"] if d)
     device = next(iter(devices)) if len(devices) == 1 else None
     source = _named(run["source"], stdin)
@@ -445,12 +481,17 @@ def _run_report(
         device=device or (", ".join(devices) if devices else None),
         verdict=verdict,
         blocks=tuple(blocks),
-        metadata=run_metadata(run)
-        + _algorithm(mine)
-        + per_iteration_facts(_iterations(mine)),
+        metadata=metadata,
         messages=run_messages({**run, "source": source}),
         detailed=detailed,
     )
+
+
+def _block_fits(fits: pd.DataFrame, key: tuple[Any, ...]) -> pd.DataFrame:
+    """The fits of the block with ``key`` (BLOCK_KEYS) of its run's ``fits``."""
+    for column, value in zip(BLOCK_KEYS, key, strict=True):
+        fits = fits[_same(fits[column], value)]
+    return fits
 
 
 def _iterations(mine: pd.DataFrame) -> list[dict[str, Any]]:
@@ -541,7 +582,7 @@ def _block(
         for note in str(text).split("; ")
     )
     table = size_table(size_rows)
-    plateau_busbw, plateau_efficiency = _plateau(rows)
+    plateau_busbw, plateau_efficiency = _plateau(AnalysedRows(rows))
     return Block(
         anchor=anchor,
         title=series_label(values),
@@ -636,25 +677,17 @@ def _segments_text(segments: Any) -> str | None:
     )
 
 
-def _overview_block(
-    anchor: str,
-    key: tuple[Any, ...],
-    rows: pd.DataFrame,
-    fits: pd.DataFrame,
-    *,
-    charted: bool = True,
-    hardware: tuple[HardwareProfile, int] | None = None,
-) -> Block:
+def _overview_block(anchor: str, key: tuple[Any, ...], rows: AnalysedRows) -> Block:
     """A block of a run without a section: what the overview shows (title, ranks,
     peak and plateau), without tables, charts or fits; building every row of a
     thousand runs cost seconds for rows nobody sees."""
     values, nranks = _key_values(key)
-    busbw = rows["busbw_calc_gbps"].to_numpy(dtype=float, na_value=math.nan)
+    busbw = _floats(rows["busbw_calc_gbps"])
     peak = None
     if (~np.isnan(busbw)).any():
-        best = rows.iloc[[int(np.nanargmax(busbw))]]
-        record = best[[c for c in _SIZE_COLUMNS if c in best]].to_dict("records")[0]
-        peak = _size_row(record, False)
+        at = int(np.nanargmax(busbw))
+        names = set(rows.names)
+        peak = _size_row({c: rows[c][at] for c in _SIZE_COLUMNS if c in names}, False)
     plateau_busbw, plateau_efficiency = _plateau(rows)
     return Block(
         anchor=anchor,
@@ -708,16 +741,25 @@ def _key_values(key: tuple[Any, ...]) -> tuple[dict[str, Any], int | None]:
     return values, None if values["nranks"] is None else int(values["nranks"])
 
 
-def _plateau(rows: pd.DataFrame) -> tuple[float | None, float | None]:
+def _plateau(rows: AnalysedRows) -> tuple[float | None, float | None]:
     """The median busbw and efficiency over the plateau sizes the verdict judges."""
-    plateau = judged(AnalysedRows(rows)).frame()
-    plateau = plateau[plateau["plateau"].eq(True)]
-    return _median(plateau["busbw_calc_gbps"]), _median(plateau["efficiency"])
+    plateau = judged(rows)
+    on = plateau.true("plateau")
+    return (
+        _median(_floats(plateau["busbw_calc_gbps"])[on]),
+        _median(_floats(plateau["efficiency"])[on]),
+    )
 
 
-def _median(column: pd.Series) -> float | None:
-    values = column.dropna()
-    return None if values.empty else float(values.median())
+def _floats(values: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
+    """A column of AnalysedRows as floats, NaN where missing."""
+    return np.array([math.nan if v is None else v for v in values.tolist()], float)
+
+
+def _median(values: npt.NDArray[np.float64]) -> float | None:
+    """The median of the values that are not NaN (None: there are none)."""
+    present = values[~np.isnan(values)]
+    return float(np.median(present)) if len(present) else None
 
 
 def bandwidth_bound_from(rows: pd.DataFrame) -> float | None:
@@ -886,6 +928,11 @@ _SIZE_COLUMNS = (
     "gap_residual_us", "wrong", "wrong_kind", "busbw_mismatch", "efficiency_note",
     "time_min_us", "time_max_us", "time_p99_us", "stddev_pct",
 )  # fmt: skip
+
+# What judging a run and its overview row read of the analysed rows: a run without
+# a section of its own is never a DataFrame (a frame of every row of 2,000 logs, and
+# a pandas selection per run, took most of a minute and gigabytes).
+_OVERVIEW_COLUMNS = tuple(dict.fromkeys((*JUDGED_COLUMNS, *_SIZE_COLUMNS)))
 
 
 def _size_row(row: Mapping[Hashable, Any], stripe: bool) -> SizeRow:
