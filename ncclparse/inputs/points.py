@@ -38,7 +38,7 @@ __all__ = [
 # (exact_rows, max_points) per command. ``check`` judges every run (one verdict
 # each) and many logs are its ordinary input: it merges early, and its points are
 # judged in batches of runs (ncclparse.health.check).
-REPORT_LIMITS = (5_000, 100_000)
+REPORT_LIMITS = (5_000, 500_000)
 ANALYZE_LIMITS = (250_000, 1_000_000)
 CHECK_LIMITS = (50_000, 4_000_000)
 # What makes two rows measurements of the same point.

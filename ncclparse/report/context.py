@@ -29,6 +29,9 @@ from ncclparse.efficiency.algorithms import SHOWN
 from ncclparse.efficiency.hardware import HardwareOptions
 from ncclparse.efficiency.profile import HardwareProfile
 from ncclparse.formatting import format_bytes, series_label
+from ncclparse.health.cases import Case
+from ncclparse.health.check import cohort_of
+from ncclparse.health.cohort import RULE as COHORT
 from ncclparse.health.rules import DEFAULT_RULES, VerdictPolicy
 from ncclparse.health.verdict import (
     JUDGED_COLUMNS,
@@ -134,6 +137,12 @@ def build_context(
     judged = _judged_runs(result, analysis, policy)
     if check is not None:
         judged = dataclasses.replace(judged, verdicts=_as_checked(judged, check))
+    cohort = (
+        cohort_of(result, analysis, DEFAULT_RULES.cohort)
+        if check is None
+        else [c for c in check.cases if c.rule == COHORT]
+    )
+    judged = dataclasses.replace(judged, verdicts=_below_cohort(judged, cohort))
     listed, charted = judged.listed, judged.charted
     shown = _detailed(
         [
@@ -143,6 +152,7 @@ def build_context(
         check,
     )
     profile = analysis.profiles[0] if len(analysis.profiles) == 1 else None
+    names = _short_names([_named(r["source"], stdin) for r in listed])
     sections = judged.sections(
         analysis,
         [i for i, r in enumerate(listed) if (r["source"], r["run"]) in shown],
@@ -157,6 +167,7 @@ def build_context(
                 judged.verdicts[index],
                 charted=charted,
                 stdin=stdin,
+                short_name=names[index],
                 profile=profile,
             )
         )
@@ -286,6 +297,64 @@ def _as_checked(judged: _JudgedRuns, check: CheckResult) -> list[Verdict]:
             Verdict("bad", label, symbol, finding.text, (finding, *verdict.findings))
         )
     return verdicts
+
+
+def _below_cohort(judged: _JudgedRuns, cohort: Sequence[Case]) -> list[Verdict]:
+    """Each run's verdict, FAIL where a ``cohort`` case failed it: far below the
+    other runs of its shape tonight (:func:`ncclparse.health.check.cohort_of`; the
+    check's own cases on the page of ``check --report``). A pairwise sweep's slow
+    pair is found so, when no ideal is known to judge it by."""
+    said: dict[tuple[str | None, int | None], list[str]] = {}
+    for case in cohort:
+        if case.outcome == "FAIL":
+            # The case's message is "<source> run <n> (hosts ...): <what was found>".
+            text = case.message.partition("): ")[2] or case.message
+            said.setdefault((case.source, case.run), []).append(text)
+    verdicts = []
+    for run, verdict in zip(judged.listed, judged.verdicts, strict=True):
+        found = said.get((run["source"], run["run"]))
+        if not found:
+            verdicts.append(verdict)
+            continue
+        # The placement the verdict judges (out-of-place, when measured) first.
+        found.sort(key=lambda text: " out-of-place " not in text)
+        findings = [Finding("bad", text, "efficiency") for text in found]
+        findings += verdict.findings
+        findings.sort(key=lambda f: _SEVERITY.index(f.level))  # stable: worst first
+        label, symbol = LABELS["bad"]
+        verdicts.append(
+            Verdict("bad", label, symbol, findings[0].text, tuple(findings))
+        )
+    return verdicts
+
+
+def _short_names(sources: Sequence[str]) -> list[str]:
+    """Each source by its file name, or by as many of its last path parts as tell
+    it from the others: a pairwise sweep's logs all named all_reduce.log read as
+    "node003-node017/all_reduce.log"."""
+    parts = [PurePath(s).parts or (s,) for s in sources]
+    tails = dict.fromkeys(sources, 1)
+    while True:
+        named: dict[str, set[str]] = {}
+        for source, split in zip(sources, parts, strict=True):
+            named.setdefault(_tail(split, tails[source]), set()).add(source)
+        clashes = [
+            s
+            for same in named.values()
+            if len(same) > 1
+            for s in same
+            if tails[s] < len(PurePath(s).parts)
+        ]
+        if not clashes:
+            return [
+                _tail(split, tails[s]) for s, split in zip(sources, parts, strict=True)
+            ]
+        for source in clashes:
+            tails[source] += 1
+
+
+def _tail(parts: Sequence[str], count: int) -> str:
+    return str(PurePath(*parts[-count:])) if parts else ""
 
 
 def _inputs(
@@ -446,12 +515,14 @@ def _run_report(
     *,
     charted: bool,
     stdin: str,
+    short_name: str,
     profile: HardwareProfile | None = None,
 ) -> RunReport:
     """The report of one run (a ``runs`` row) and its verdict. With its analysed
     rows, fits and blocks (:func:`blocks_of`) as DataFrames, the run has a section:
     its blocks get their tables and, when ``charted``, their charts; with its
     blocks alone, only what the overview shows. Source "-" is named ``stdin``;
+    ``short_name`` names the source where space is short (:func:`_short_names`);
     ``profile``: the one hardware profile the analysis used, if one, for the
     ideal's arithmetic."""
     # The anchor counts the report's runs (unique across sources); the text names the
@@ -489,7 +560,7 @@ def _run_report(
     return RunReport(
         anchor=anchor,
         label=f"{source} (run {run['run']})",
-        short_label=f"{PurePath(source).name or source} (run {run['run']})",
+        short_label=f"{short_name} (run {run['run']})",
         source=run["source"],
         run=run["run"],
         tool=run["tool"],
