@@ -146,7 +146,6 @@ def repeat_sweep(text: str, times: int) -> str:
     return "".join([*lines[:first], *lines[first:last] * times, *lines[last:]])
 
 
-
 def retime(text: str, factor: float, busbw_per_algbw: float = 1.875) -> str:
     """Each data row's times ``factor`` x, its algbw and busbw printed from the
     printed size and time as nccl-tests computes them (algbw = size / time; busbw
