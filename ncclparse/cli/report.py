@@ -78,7 +78,8 @@ def report(
 
     The HTML page needs no network and no JavaScript; the same inputs give the same
     bytes. Exit status as for `parse`; when no input could be read, no page is
-    written (an existing one is left as it was).
+    written (an existing one is left as it was), nor past 500,000 distinct
+    measurement points (exit 2: more than a page draws).
     """
     from ncclparse.inputs.points import REPORT_LIMITS, TooManyPoints
     from ncclparse.report import build_context, render_report
