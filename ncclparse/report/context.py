@@ -60,7 +60,7 @@ from ncclparse.report.facts import (
     run_messages,
     run_metadata,
 )
-from ncclparse.report.heatmap import pairwise_heatmap
+from ncclparse.report.heatmap import is_pairwise, pairwise_heatmap
 from ncclparse.report.page import (
     Block,
     Chart,
@@ -137,12 +137,9 @@ def build_context(
     judged = _judged_runs(result, analysis, policy)
     if check is not None:
         judged = dataclasses.replace(judged, verdicts=_as_checked(judged, check))
-    cohort = (
-        cohort_of(result, analysis, DEFAULT_RULES.cohort)
-        if check is None
-        else [c for c in check.cases if c.rule == COHORT]
+    judged = dataclasses.replace(
+        judged, verdicts=_below_cohort(judged, _cohort(result, analysis, check))
     )
-    judged = dataclasses.replace(judged, verdicts=_below_cohort(judged, cohort))
     listed, charted = judged.listed, judged.charted
     shown = _detailed(
         [
@@ -157,20 +154,19 @@ def build_context(
         analysis,
         [i for i, r in enumerate(listed) if (r["source"], r["run"]) in shown],
     )
-    runs = []
-    for index, run in enumerate(listed):
-        runs.append(
-            _run_report(
-                index,
-                run,
-                sections.get(index, judged.blocks[index]),
-                judged.verdicts[index],
-                charted=charted,
-                stdin=stdin,
-                short_name=names[index],
-                profile=profile,
-            )
+    runs = [
+        _run_report(
+            index,
+            run,
+            sections.get(index, judged.blocks[index]),
+            judged.verdicts[index],
+            charted=charted,
+            stdin=stdin,
+            short_name=names[index],
+            profile=profile,
         )
+        for index, run in enumerate(listed)
+    ]
     comparison = tuple(ComparisonRow(r, b) for r in runs for b in r.blocks)
     errors, inputs = _inputs(result, failures, stdin)
     # One run of many series gets the overview too: its small multiples are the
@@ -299,6 +295,20 @@ def _as_checked(judged: _JudgedRuns, check: CheckResult) -> list[Verdict]:
     return verdicts
 
 
+def _cohort(
+    result: ParseResult, analysis: Analysis, check: CheckResult | None
+) -> list[Case]:
+    """The ``cohort`` cases the page shows as verdicts: the check's, or without a
+    check those of a pairwise sweep under the default rules. Only a sweep's runs are
+    one night of one cluster by construction: a directory of logs from several
+    clusters would be judged as one night (a false alarm)."""
+    if check is not None:
+        return [c for c in check.cases if c.rule == COHORT]
+    if is_pairwise(result.runs):
+        return cohort_of(result, analysis, DEFAULT_RULES.cohort)
+    return []
+
+
 def _below_cohort(judged: _JudgedRuns, cohort: Sequence[Case]) -> list[Verdict]:
     """Each run's verdict, FAIL where a ``cohort`` case failed it: far below the
     other runs of its shape tonight (:func:`ncclparse.health.check.cohort_of`; the
@@ -318,9 +328,12 @@ def _below_cohort(judged: _JudgedRuns, cohort: Sequence[Case]) -> list[Verdict]:
             continue
         # The placement the verdict judges (out-of-place, when measured) first.
         found.sort(key=lambda text: " out-of-place " not in text)
-        findings = [Finding("bad", text, "efficiency") for text in found]
-        findings += verdict.findings
-        findings.sort(key=lambda f: _SEVERITY.index(f.level))  # stable: worst first
+        findings = [
+            *verdict.findings,
+            *(Finding("bad", t, "efficiency") for t in found),
+        ]
+        # Worst first; a run failed for its own reasons says those first (stable).
+        findings.sort(key=lambda f: _SEVERITY.index(f.level))
         label, symbol = LABELS["bad"]
         verdicts.append(
             Verdict("bad", label, symbol, findings[0].text, tuple(findings))
