@@ -38,6 +38,8 @@ from ncclparse.cli.options import (
 
 if TYPE_CHECKING:
     from ncclparse.efficiency import HardwareOptions
+    from ncclparse.health.nightly import CheckRun
+    from ncclparse.health.rules import Rules
     from ncclparse.inputs.walk import Filters
 
 EXIT_CHECK_FAILED = 1  # check: a case failed (bad inputs too), or an internal error
@@ -434,7 +436,7 @@ def _judge(
     return outcome, files
 
 
-def _report_page(run: Any, rules: Any, hardware: HardwareOptions) -> str:
+def _report_page(run: CheckRun, rules: Rules, hardware: HardwareOptions) -> str:
     """The page ``report`` draws of the check's inputs, with the check's sections:
     its points analysed at once, as ``report`` does (the check judged them in
     batches, keeping only what its outputs read). A usage error (exit 2) past the
@@ -457,7 +459,7 @@ def _report_page(run: Any, rules: Any, hardware: HardwareOptions) -> str:
         policy=rules.verdict,
         check=run.result,
     )
-    return str(render_report(context))
+    return render_report(context)
 
 
 def _stdin_unless_terminal(inputs: tuple[str, ...]) -> Iterator[str]:
