@@ -144,3 +144,49 @@ def repeat_sweep(text: str, times: int) -> str:
     at = [i for i, line in enumerate(lines) if _ROW.match(line)]
     first, last = at[0], at[-1] + 1
     return "".join([*lines[:first], *lines[first:last] * times, *lines[last:]])
+
+
+def retime(text: str, factor: float, busbw_per_algbw: float = 1.875) -> str:
+    """Each data row's times ``factor`` x, its algbw and busbw printed from the
+    printed size and time as nccl-tests computes them (algbw = size / time; busbw
+    = ``busbw_per_algbw`` x algbw: 2(n-1)/n for an all_reduce of 16 ranks), so
+    the derived log's figures agree with each other as a real log's do."""
+    out = []
+    for line in text.splitlines(keepends=True):
+        if not _ROW.match(line):
+            out.append(line)
+            continue
+        parts = _tokens(line.rstrip("\n"))
+        values = parts[2::2]
+        size = int(values[0])
+        for start in (5, 9):  # out-of-place and in-place (time, algbw, busbw)
+            time = _time(float(values[start]) * factor)
+            algbw = size / float(time) / 1e3
+            new = (time, f"{algbw:.2f}", f"{algbw * busbw_per_algbw:.2f}")
+            for offset, text_value in enumerate(new):
+                index = 2 + 2 * (start + offset)
+                parts[index] = _fit(parts[index], text_value)
+        out.append("".join(parts) + "\n")
+    return "".join(out)
+
+
+def fleet_night(
+    root: Path, count: int, slow: Mapping[tuple[int, int], float] | None = None
+) -> list[tuple[int, int]]:
+    """A night of a 64-node pairwise sweep, as a scheduler lays it out: the real
+    2-node log renamed to the pair ``nodeAAA``, ``nodeBBB`` in
+    ``root/nodeAAA-nodeBBB/all_reduce.log``, for the first ``count`` of the 2,016
+    pairs, each pair up to 1 % faster or slower than the log (:func:`retime`, a
+    factor per pair); the pairs in ``slow`` (by node numbers) take that factor x
+    as long at every size. Returns the pairs written, in order."""
+    base = healthy()
+    pairs = [(a, b) for a in range(64) for b in range(a + 1, 64)][:count]
+    for number, (a, b) in enumerate(pairs):
+        names = (f"node{a:03d}", f"node{b:03d}")
+        text = rename_hosts(base, dict(zip(HOSTS, names, strict=True)))
+        wobble = 1 + 0.01 * ((number * 7919) % 201 - 100) / 100
+        text = retime(text, wobble * (slow or {}).get((a, b), 1.0))
+        directory = root / f"{names[0]}-{names[1]}"
+        directory.mkdir(parents=True, exist_ok=True)
+        (directory / "all_reduce.log").write_text(text)
+    return pairs

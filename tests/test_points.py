@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pyarrow as pa
 import pytest
@@ -101,18 +102,22 @@ def test_merging_in_several_steps_gives_the_same_points(
 
 
 def test_too_many_points_are_refused_by_report(
-    monkeypatch: pytest.MonkeyPatch, tmp_path: pytest.TempPathFactory
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:
+    """Past the limit, a usage error (exit 2) naming it, and no page."""
     monkeypatch.setattr(points, "REPORT_LIMITS", (2, 3))
+    page = tmp_path / "x.html"
     result = CliRunner().invoke(
-        cli, ["report", "-q", "-", "-o", "x.html"], input=REPEATED
+        cli, ["report", "-q", "-", "-o", str(page)], input=REPEATED
     )
-    assert result.exit_code == 1
+    assert result.exit_code == 2
     assert result.output.splitlines()[-1] == (
         "Error: the inputs hold more than 3 distinct measurement points (sizes of "
-        "each series of each run): more than a report can judge; give fewer inputs, "
-        "or write the tables with `ncclparse parse -o` and query them"
+        "each series of each run): more than a report can judge (docs/robustness.md, "
+        "Memory); give fewer inputs, or write the tables with `ncclparse parse -o` "
+        "and query them"
     )
+    assert not page.exists()
 
 
 def test_report_says_a_run_was_merged(monkeypatch: pytest.MonkeyPatch) -> None:

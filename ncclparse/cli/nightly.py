@@ -38,6 +38,8 @@ from ncclparse.cli.options import (
 
 if TYPE_CHECKING:
     from ncclparse.efficiency import HardwareOptions
+    from ncclparse.health.nightly import CheckRun
+    from ncclparse.health.rules import Rules
     from ncclparse.inputs.walk import Filters
 
 EXIT_CHECK_FAILED = 1  # check: a case failed (bad inputs too), or an internal error
@@ -414,7 +416,7 @@ def _judge(
             on_notes=echo.notes,
             progress=echo.progress,
             on_parsed=echo.parsed,
-            report_rows=outputs.report is not None,
+            report_rows=False,  # the report analyses its points itself (_report_page)
         )
     except CheckConfigError as exc:  # configuration: exit 2
         raise click.UsageError(str(exc)) from exc
@@ -433,18 +435,34 @@ def _judge(
         roots=inputs,  # JUnit names are relative to them, stable night to night
     )
     if outputs.report is not None:
-        from ncclparse.report import build_context, render_report
-
-        context = build_context(
-            run.parsed,
-            outcome.analysis,
-            command_line=command_line(),
-            failures=list(run.input_failures),
-            policy=rules.verdict,
-            check=outcome,
-        )
-        files[outputs.report] = render_report(context)
+        files[outputs.report] = _report_page(run, rules, hardware)
     return outcome, files
+
+
+def _report_page(run: CheckRun, rules: Rules, hardware: HardwareOptions) -> str:
+    """The page ``report`` draws of the check's inputs, with the check's sections:
+    its points analysed at once, as ``report`` does (the check judged them in
+    batches, keeping only what its outputs read). A usage error (exit 2) past the
+    points a report draws (REPORT_LIMITS, docs/robustness.md)."""
+    from ncclparse.inputs.points import REPORT_LIMITS
+    from ncclparse.report import build_context, render_report
+
+    points, limit = run.parsed.measurements.num_rows, REPORT_LIMITS[1]
+    if points > limit:
+        raise click.UsageError(
+            f"--report: the inputs hold {points:,} distinct measurement points, "
+            f"more than a report draws ({limit:,}); leave out --report, or "
+            "report fewer logs at a time"
+        )
+    context = build_context(
+        run.parsed,
+        hardware=hardware,
+        command_line=command_line(),
+        failures=list(run.input_failures),
+        policy=rules.verdict,
+        check=run.result,
+    )
+    return render_report(context)
 
 
 def _stdin_unless_terminal(inputs: tuple[str, ...]) -> Iterator[str]:

@@ -25,6 +25,12 @@ if TYPE_CHECKING:
     from ncclparse.inputs.walk import Filters
 
 
+class _TooManyPoints(click.ClickException):
+    """More points than a report draws: a usage error (exit 2), not a bad input."""
+
+    exit_code = 2
+
+
 @click.command()
 @INPUTS
 @click.option(
@@ -72,12 +78,16 @@ def report(
 
     The HTML page needs no network and no JavaScript; the same inputs give the same
     bytes. Exit status as for `parse`; when no input could be read, no page is
-    written (an existing one is left as it was).
+    written (an existing one is left as it was), nor past 500,000 distinct
+    measurement points (exit 2: more than a page draws).
     """
-    from ncclparse.inputs.points import REPORT_LIMITS
+    from ncclparse.inputs.points import REPORT_LIMITS, TooManyPoints
     from ncclparse.report import build_context, render_report
 
-    result, failures = parse_points(inputs, quiet, REPORT_LIMITS, filters, jobs)
+    try:
+        result, failures = parse_points(inputs, quiet, REPORT_LIMITS, filters, jobs)
+    except TooManyPoints as exc:
+        raise _TooManyPoints(str(exc)) from None
     if failures and result.runs.num_rows == 0:
         # Nothing to report: an existing page (last night's) is left as it was.
         raise click.ClickException("no report written: no input could be read")

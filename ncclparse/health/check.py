@@ -58,7 +58,7 @@ from ncclparse.health.integrity import (
     switched_off_case,
 )
 from ncclparse.health.outcomes import OUTCOMES, outcome_of
-from ncclparse.health.rules import Rule, Rules, VerdictPolicy
+from ncclparse.health.rules import CohortPolicy, Rule, Rules, VerdictPolicy
 from ncclparse.health.verdict import (
     JUDGED_COLUMNS,
     JUDGED_FIT_COLUMNS,
@@ -861,3 +861,19 @@ def _blame_cases(ranked: tuple[HostScore, ...], nruns: int) -> list[Case]:
         Case("slow-host", h.host, "FAIL", h.describe(), hosts=(h.host,), checked=h.runs)
         for h in slow
     ]
+
+
+def cohort_of(
+    result: ParseResult, analysis: Analysis, policy: CohortPolicy
+) -> list[Case]:
+    """The ``cohort`` cases :func:`check` gives ``result`` (``analysis``: its
+    analysed rows, every run at once, as a report has them), without the rest of
+    the check: what a report of a night flags of the runs far below the others of
+    their shape. Per-size points are taken batch by batch, as :func:`check` does."""
+    runs = {(r["source"], r["run"]): r for r in result.runs.to_pylist()}
+    found: dict[tuple[Any, ...], tuple[Point, ...]] = {}
+    for rows, _ in _batches(analysis.rows, result.runs):
+        per_size = _per_size(_frame(rows))
+        found |= {key: points_of(points) for key, points in per_size.items()}
+    ordered = dict(sorted(found.items(), key=lambda item: (item[0][0], item[0][1])))
+    return cohort_cases(ordered, runs, policy)

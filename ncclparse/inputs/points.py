@@ -37,8 +37,10 @@ __all__ = [
 
 # (exact_rows, max_points) per command. ``check`` judges every run (one verdict
 # each) and many logs are its ordinary input: it merges early, and its points are
-# judged in batches of runs (ncclparse.health.check).
-REPORT_LIMITS = (5_000, 100_000)
+# judged in batches of runs (ncclparse.health.check). A report draws four nights of
+# a 64-node pairwise sweep (2,016 logs of 62 points: 124,992) in about 1 GB; a
+# night's report takes 0.6 GB (benchmarks/README.md).
+REPORT_LIMITS = (5_000, 500_000)
 ANALYZE_LIMITS = (250_000, 1_000_000)
 CHECK_LIMITS = (50_000, 4_000_000)
 # What makes two rows measurements of the same point.
@@ -124,8 +126,8 @@ class PointTable:
             raise TooManyPoints(
                 f"the inputs hold more than {self.max_points:,} distinct measurement "
                 "points (sizes of each series of each run): more than a report can "
-                "judge; give fewer inputs, or write the tables with `ncclparse parse "
-                "-o` and query them"
+                "judge (docs/robustness.md, Memory); give fewer inputs, or write the "
+                "tables with `ncclparse parse -o` and query them"
             )
         if self._open is None:
             rows = pa.concat_tables(

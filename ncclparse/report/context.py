@@ -18,19 +18,24 @@ from pathlib import PurePath
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 from markupsafe import Markup
 
-from ncclparse._arrow import frame, rows_by_run, run_rows
+from ncclparse._arrow import frame
 from ncclparse.efficiency import Analysis, analyze, per_iteration
 from ncclparse.efficiency.algorithms import SHOWN
 from ncclparse.efficiency.hardware import HardwareOptions
 from ncclparse.efficiency.profile import HardwareProfile
 from ncclparse.formatting import format_bytes, series_label
-from ncclparse.health.cases import run_named
+from ncclparse.health.cases import Case, run_named
+from ncclparse.health.check import cohort_of
+from ncclparse.health.cohort import RULE as COHORT
 from ncclparse.health.rules import DEFAULT_RULES, VerdictPolicy
 from ncclparse.health.verdict import (
+    JUDGED_COLUMNS,
+    JUDGED_FIT_COLUMNS,
     LABELS,
     AnalysedRows,
     Finding,
@@ -55,7 +60,7 @@ from ncclparse.report.facts import (
     run_messages,
     run_metadata,
 )
-from ncclparse.report.heatmap import pairwise_heatmap
+from ncclparse.report.heatmap import is_pairwise, pairwise_heatmap
 from ncclparse.report.page import (
     Block,
     Chart,
@@ -132,6 +137,9 @@ def build_context(
     judged = _judged_runs(result, analysis, policy)
     if check is not None:
         judged = dataclasses.replace(judged, verdicts=_as_checked(judged, check))
+    judged = dataclasses.replace(
+        judged, verdicts=_below_cohort(judged, _cohort(result, analysis, check))
+    )
     listed, charted = judged.listed, judged.charted
     shown = _detailed(
         [
@@ -140,16 +148,22 @@ def build_context(
         ],
         check,
     )
+    profile = analysis.profiles[0] if len(analysis.profiles) == 1 else None
+    names = _short_names([_named(r["source"], stdin) for r in listed])
+    sections = judged.sections(
+        analysis,
+        [i for i, r in enumerate(listed) if (r["source"], r["run"]) in shown],
+    )
     runs = [
         _run_report(
             index,
             run,
-            (judged.rows[index], judged.fits[index], judged.blocks[index]),
+            sections.get(index, judged.blocks[index]),
             judged.verdicts[index],
             charted=charted,
             stdin=stdin,
-            detailed=(run["source"], run["run"]) in shown,
-            profile=analysis.profiles[0] if len(analysis.profiles) == 1 else None,
+            short_name=names[index],
+            profile=profile,
         )
         for index, run in enumerate(listed)
     ]
@@ -182,35 +196,78 @@ def build_context(
 
 @dataclass(frozen=True, slots=True)
 class _JudgedRuns:
-    """Each run of a result (``listed``, the ``runs`` rows) with its analysed rows,
-    fits, blocks and verdict; ``charted``: few enough blocks for each its charts."""
+    """Each run of a result (``listed``, the ``runs`` rows) with its blocks (rows
+    of :data:`_OVERVIEW_COLUMNS` as positions into arrays shared by every run),
+    verdict and the positions of its rows and fits in the analysis' tables;
+    ``charted``: few enough blocks for each its charts."""
 
     listed: list[dict[str, Any]]
-    rows: list[pd.DataFrame]
-    fits: list[pd.DataFrame]
     blocks: list[list[RowBlock]]
     verdicts: list[Verdict]
+    rows_at: list[npt.NDArray[np.intp]]
+    fits_at: list[npt.NDArray[np.intp]]
     charted: bool
+
+    def sections(
+        self, analysis: Analysis, chosen: Sequence[int]
+    ) -> dict[int, tuple[pd.DataFrame, pd.DataFrame, list[RowBlock]]]:
+        """The ``chosen`` runs' analysed rows and fits with every column, as
+        DataFrames, and their blocks of them, by run index: what a run's own
+        section draws. One selection of the tables for them all (one per run cost
+        a tenth of a second each)."""
+        rows = _split(analysis.rows, [self.rows_at[i] for i in chosen])
+        fits = _split(analysis.fits, [self.fits_at[i] for i in chosen])
+        return {
+            index: (mine, my_fits, blocks_of(AnalysedRows(mine)) if len(mine) else [])
+            for index, mine, my_fits in zip(chosen, rows, fits, strict=True)
+        }
+
+
+def _split(
+    table: pa.Table, parts: Sequence[npt.NDArray[np.intp]]
+) -> list[pd.DataFrame]:
+    """The rows of ``table`` at each of ``parts`` (positions), as DataFrames."""
+    taken = frame(table.take(np.concatenate([np.zeros(0, np.intp), *parts])))
+    ends = np.cumsum([len(part) for part in parts])
+    return [
+        taken.iloc[end - len(part) : end] for part, end in zip(parts, ends, strict=True)
+    ]
 
 
 def _judged_runs(
     result: ParseResult, analysis: Analysis, policy: VerdictPolicy
 ) -> _JudgedRuns:
-    """Every run's analysed rows and fits, split into blocks and judged."""
-    rows = frame(analysis.rows)
-    fits = frame(analysis.fits)
-    row_groups, fit_groups = rows_by_run(rows), rows_by_run(fits)
+    """Every run's analysed rows, split into blocks and judged (with its fits)."""
     listed = result.runs.to_pylist()
-    mine = [run_rows(row_groups, rows, r["source"], r["run"]) for r in listed]
-    my_fits = [run_rows(fit_groups, fits, r["source"], r["run"]) for r in listed]
-    analysed = [AnalysedRows(m) for m in mine]
-    groups = [blocks_of(a) if len(a) else [] for a in analysed]
-    verdicts = [
-        judge_run(run, analysed[i], policy, my_fits[i], groups[i])
-        for i, run in enumerate(listed)
+    names = [c for c in _OVERVIEW_COLUMNS if c in analysis.rows.column_names]
+    columns = AnalysedRows(frame(analysis.rows.select(names)))
+    arrays = {name: columns[name] for name in names}
+    fits = frame(analysis.fits.select(list(JUDGED_FIT_COLUMNS)))
+    rows_at = _positions(analysis.rows, listed)
+    fits_at = _positions(analysis.fits, listed)
+    blocks, verdicts = [], []
+    for run, at, fits_of_run in zip(listed, rows_at, fits_at, strict=True):
+        mine = AnalysedRows(arrays, at)
+        found = blocks_of(mine) if len(mine) else []
+        blocks.append(found)
+        verdicts.append(judge_run(run, mine, policy, fits.iloc[fits_of_run], found))
+    charted = sum(len(b) for b in blocks) <= CHARTED_BLOCKS
+    return _JudgedRuns(listed, blocks, verdicts, rows_at, fits_at, charted)
+
+
+def _positions(
+    table: pa.Table, listed: Sequence[Mapping[str, Any]]
+) -> list[npt.NDArray[np.intp]]:
+    """The positions of each listed run's rows in ``table`` (by source and run), in
+    table order; none for a run without rows."""
+    keys = pd.DataFrame(
+        {n: table[n].to_numpy(zero_copy_only=False) for n in ("source", "run")}
+    )
+    found = keys.groupby(["source", "run"], sort=False).indices if len(keys) else {}
+    none = np.zeros(0, np.intp)
+    return [
+        np.asarray(found.get((r["source"], r["run"]), none), np.intp) for r in listed
     ]
-    charted = sum(len(g) for g in groups) <= CHARTED_BLOCKS
-    return _JudgedRuns(listed, mine, my_fits, groups, verdicts, charted)
 
 
 def _as_checked(judged: _JudgedRuns, check: CheckResult) -> list[Verdict]:
@@ -228,15 +285,95 @@ def _as_checked(judged: _JudgedRuns, check: CheckResult) -> list[Verdict]:
         if case is None or case.outcome != "FAIL" or verdict.level == "bad":
             verdicts.append(verdict)
             continue
-        # The case's message names the run (run_named), then what was found.
-        named = f"{run_named(case.source or '', run['run'], case.hosts)}: "
-        said = case.message.removeprefix(named)
-        finding = Finding("bad", f"check: {said}", "efficiency")
+        finding = Finding("bad", f"check: {_found(case)}", "efficiency")
         label, symbol = LABELS["bad"]
         verdicts.append(
             Verdict("bad", label, symbol, finding.text, (finding, *verdict.findings))
         )
     return verdicts
+
+
+def _found(case: Case) -> str:
+    """What a run's case found: its message without the run's name in front
+    (:func:`ncclparse.health.cases.run_named`), whatever the log is named."""
+    if case.source is None or case.run is None:
+        return case.message
+    return case.message.removeprefix(
+        f"{run_named(case.source, case.run, case.hosts)}: "
+    )
+
+
+def _cohort(
+    result: ParseResult, analysis: Analysis, check: CheckResult | None
+) -> list[Case]:
+    """The ``cohort`` cases the page shows as verdicts: the check's, or without a
+    check those of a pairwise sweep under the default rules. Only a sweep's runs are
+    one night of one cluster by construction: a directory of logs from several
+    clusters would be judged as one night (a false alarm)."""
+    if check is not None:
+        return [c for c in check.cases if c.rule == COHORT]
+    if is_pairwise(result.runs):
+        return cohort_of(result, analysis, DEFAULT_RULES.cohort)
+    return []
+
+
+def _below_cohort(judged: _JudgedRuns, cohort: Sequence[Case]) -> list[Verdict]:
+    """Each run's verdict, FAIL where a ``cohort`` case failed it: far below the
+    other runs of its shape tonight (:func:`ncclparse.health.check.cohort_of`; the
+    check's own cases on the page of ``check --report``). A pairwise sweep's slow
+    pair is found so, when no ideal is known to judge it by."""
+    said: dict[tuple[str | None, int | None], list[str]] = {}
+    for case in cohort:
+        if case.outcome == "FAIL":
+            said.setdefault((case.source, case.run), []).append(_found(case))
+    verdicts = []
+    for run, verdict in zip(judged.listed, judged.verdicts, strict=True):
+        found = said.get((run["source"], run["run"]))
+        if not found:
+            verdicts.append(verdict)
+            continue
+        # The placement the verdict judges (out-of-place, when measured) first.
+        found.sort(key=lambda text: " out-of-place " not in text)
+        findings = [
+            *verdict.findings,
+            *(Finding("bad", t, "efficiency") for t in found),
+        ]
+        # Worst first; a run failed for its own reasons says those first (stable).
+        findings.sort(key=lambda f: _SEVERITY.index(f.level))
+        label, symbol = LABELS["bad"]
+        verdicts.append(
+            Verdict("bad", label, symbol, findings[0].text, tuple(findings))
+        )
+    return verdicts
+
+
+def _short_names(sources: Sequence[str]) -> list[str]:
+    """Each source by its file name, or by as many of its last path parts as tell
+    it from the others: a pairwise sweep's logs all named all_reduce.log read as
+    "node003-node017/all_reduce.log"."""
+    parts = [PurePath(s).parts or (s,) for s in sources]
+    tails = dict.fromkeys(sources, 1)
+    while True:
+        named: dict[str, set[str]] = {}
+        for source, split in zip(sources, parts, strict=True):
+            named.setdefault(_tail(split, tails[source]), set()).add(source)
+        clashes = [
+            s
+            for same in named.values()
+            if len(same) > 1
+            for s in same
+            if tails[s] < len(PurePath(s).parts)
+        ]
+        if not clashes:
+            return [
+                _tail(split, tails[s]) for s, split in zip(sources, parts, strict=True)
+            ]
+        for source in clashes:
+            tails[source] += 1
+
+
+def _tail(parts: Sequence[str], count: int) -> str:
+    return str(PurePath(*parts[-count:])) if parts else ""
 
 
 def _inputs(
@@ -392,51 +529,57 @@ def _named(source: str, stdin: str) -> str:
 def _run_report(
     index: int,
     run: dict[str, Any],
-    analysed: tuple[pd.DataFrame, pd.DataFrame, list[RowBlock]],
+    analysed: tuple[pd.DataFrame, pd.DataFrame, list[RowBlock]] | list[RowBlock],
     verdict: Verdict,
     *,
     charted: bool,
     stdin: str,
-    detailed: bool = True,
+    short_name: str,
     profile: HardwareProfile | None = None,
 ) -> RunReport:
-    """The report of one run (a ``runs`` row) from its analysed rows, fits and
-    blocks (:func:`blocks_of`) and its verdict; its blocks get their charts when
-    ``charted``; without ``detailed`` only what the overview shows (the run has no
-    section); source "-" is named ``stdin``; ``profile``: the one hardware profile
-    the analysis used, if one, for the ideal's arithmetic."""
-    mine, my_fits, groups = analysed
+    """The report of one run (a ``runs`` row) and its verdict. With its analysed
+    rows, fits and blocks (:func:`blocks_of`) as DataFrames, the run has a section:
+    its blocks get their tables and, when ``charted``, their charts; with its
+    blocks alone, only what the overview shows. Source "-" is named ``stdin``;
+    ``short_name`` names the source where space is short (:func:`_short_names`);
+    ``profile``: the one hardware profile the analysis used, if one, for the
+    ideal's arithmetic."""
     # The anchor counts the report's runs (unique across sources); the text names the
     # run by the schema's own 0-based number.
     anchor = f"run{index + 1}"
-    blocks = []
-    for number, (key, group) in enumerate(groups, start=1):
-        block_fits = my_fits
-        for column, value in zip(BLOCK_KEYS, key, strict=True):
-            block_fits = block_fits[_same(block_fits[column], value)]
-        made = _block if detailed else _overview_block
+    detailed = isinstance(analysed, tuple)
+    metadata = run_metadata(run)
+    if isinstance(analysed, tuple):
+        mine, my_fits, groups = analysed
         hardware = (
             None
             if profile is None or run["nnodes"] is None
             else (profile, run["nnodes"])
         )
-        blocks.append(
-            made(
+        blocks = [
+            _block(
                 f"{anchor}-{number}",
                 key,
                 group.frame(),
-                block_fits,
+                _block_fits(my_fits, key),
                 charted=charted,
                 hardware=hardware,
             )
-        )
+            for number, (key, group) in enumerate(groups, start=1)
+        ]
+        metadata += _algorithm(mine) + per_iteration_facts(_iterations(mine))
+    else:
+        blocks = [
+            _overview_block(f"{anchor}-{number}", key, group)
+            for number, (key, group) in enumerate(analysed, start=1)
+        ]
     devices = Counter(d for d in run["devices"] if d)
     device = next(iter(devices)) if len(devices) == 1 else None
     source = _named(run["source"], stdin)
     return RunReport(
         anchor=anchor,
         label=f"{source} (run {run['run']})",
-        short_label=f"{PurePath(source).name or source} (run {run['run']})",
+        short_label=f"{short_name} (run {run['run']})",
         source=run["source"],
         run=run["run"],
         tool=run["tool"],
@@ -447,12 +590,17 @@ def _run_report(
         device=device or (", ".join(devices) if devices else None),
         verdict=verdict,
         blocks=tuple(blocks),
-        metadata=run_metadata(run)
-        + _algorithm(mine)
-        + per_iteration_facts(_iterations(mine)),
+        metadata=metadata,
         messages=run_messages({**run, "source": source}),
         detailed=detailed,
     )
+
+
+def _block_fits(fits: pd.DataFrame, key: tuple[Any, ...]) -> pd.DataFrame:
+    """The fits of the block with ``key`` (BLOCK_KEYS) of its run's ``fits``."""
+    for column, value in zip(BLOCK_KEYS, key, strict=True):
+        fits = fits[_same(fits[column], value)]
+    return fits
 
 
 def _iterations(mine: pd.DataFrame) -> list[dict[str, Any]]:
@@ -543,7 +691,7 @@ def _block(
         for note in str(text).split("; ")
     )
     table = size_table(size_rows)
-    plateau_busbw, plateau_efficiency = _plateau(rows)
+    plateau_busbw, plateau_efficiency = _plateau(AnalysedRows(rows))
     return Block(
         anchor=anchor,
         title=series_label(values),
@@ -638,25 +786,17 @@ def _segments_text(segments: Any) -> str | None:
     )
 
 
-def _overview_block(
-    anchor: str,
-    key: tuple[Any, ...],
-    rows: pd.DataFrame,
-    fits: pd.DataFrame,
-    *,
-    charted: bool = True,
-    hardware: tuple[HardwareProfile, int] | None = None,
-) -> Block:
+def _overview_block(anchor: str, key: tuple[Any, ...], rows: AnalysedRows) -> Block:
     """A block of a run without a section: what the overview shows (title, ranks,
     peak and plateau), without tables, charts or fits; building every row of a
     thousand runs cost seconds for rows nobody sees."""
     values, nranks = _key_values(key)
-    busbw = rows["busbw_calc_gbps"].to_numpy(dtype=float, na_value=math.nan)
+    busbw = _floats(rows["busbw_calc_gbps"])
     peak = None
     if (~np.isnan(busbw)).any():
-        best = rows.iloc[[int(np.nanargmax(busbw))]]
-        record = best[[c for c in _SIZE_COLUMNS if c in best]].to_dict("records")[0]
-        peak = _size_row(record, False)
+        at = int(np.nanargmax(busbw))
+        names = set(rows.names)
+        peak = _size_row({c: rows[c][at] for c in _SIZE_COLUMNS if c in names}, False)
     plateau_busbw, plateau_efficiency = _plateau(rows)
     return Block(
         anchor=anchor,
@@ -710,16 +850,25 @@ def _key_values(key: tuple[Any, ...]) -> tuple[dict[str, Any], int | None]:
     return values, None if values["nranks"] is None else int(values["nranks"])
 
 
-def _plateau(rows: pd.DataFrame) -> tuple[float | None, float | None]:
+def _plateau(rows: AnalysedRows) -> tuple[float | None, float | None]:
     """The median busbw and efficiency over the plateau sizes the verdict judges."""
-    plateau = judged(AnalysedRows(rows)).frame()
-    plateau = plateau[plateau["plateau"].eq(True)]
-    return _median(plateau["busbw_calc_gbps"]), _median(plateau["efficiency"])
+    plateau = judged(rows)
+    on = plateau.true("plateau")
+    return (
+        _median(_floats(plateau["busbw_calc_gbps"])[on]),
+        _median(_floats(plateau["efficiency"])[on]),
+    )
 
 
-def _median(column: pd.Series) -> float | None:
-    values = column.dropna()
-    return None if values.empty else float(values.median())
+def _floats(values: npt.NDArray[Any]) -> npt.NDArray[np.float64]:
+    """A column of AnalysedRows as floats, NaN where missing."""
+    return np.array([math.nan if v is None else v for v in values.tolist()], float)
+
+
+def _median(values: npt.NDArray[np.float64]) -> float | None:
+    """The median of the values that are not NaN (None: there are none)."""
+    present = values[~np.isnan(values)]
+    return float(np.median(present)) if len(present) else None
 
 
 def bandwidth_bound_from(rows: pd.DataFrame) -> float | None:
@@ -888,6 +1037,11 @@ _SIZE_COLUMNS = (
     "gap_residual_us", "wrong", "wrong_kind", "busbw_mismatch", "efficiency_note",
     "time_min_us", "time_max_us", "time_p99_us", "stddev_pct",
 )  # fmt: skip
+
+# What judging a run and its overview row read of the analysed rows: a run without
+# a section of its own is never a DataFrame (a frame of every row of 2,000 logs, and
+# a pandas selection per run, took most of a minute and gigabytes).
+_OVERVIEW_COLUMNS = tuple(dict.fromkeys((*JUDGED_COLUMNS, *_SIZE_COLUMNS)))
 
 
 def _size_row(row: Mapping[Hashable, Any], stripe: bool) -> SizeRow:

@@ -1,0 +1,198 @@
+"""A fleet's night on one page: a pairwise sweep of many logs through ``report DIR``
+and ``check DIR --report`` (docs/report.md, "Many runs: the overview").
+
+The night is the real 2-node H100 log renamed to the first pairs of a 64-node
+pairwise sweep, one ``nodeAAA-nodeBBB/all_reduce.log`` each, every pair up to 1 %
+faster or slower, two pairs 40 % slower (tests/_derive.py, :func:`fleet_night`).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from ncclparse.cli.app import cli
+from ncclparse.inputs import points
+from ncclparse.report import context
+from tests import _derive
+from tests.test_memory import peak_rss_mb
+
+LOGS = 200
+SLOW = {(0, 5): 1.4, (3, 17): 1.4}
+# Sections drawn: fewer than the 100 of a real page, which take most of its time.
+DETAILED = 12
+
+
+def _name(pair: tuple[int, int]) -> str:
+    return f"node{pair[0]:03d}-node{pair[1]:03d}/all_reduce.log"
+
+
+@pytest.fixture(scope="module")
+def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
+    """The page of ``report DIR`` and of ``check DIR --report``, by command."""
+    root = tmp_path_factory.mktemp("fleet")
+    night = root / "night"
+    _derive.fleet_night(night, LOGS, SLOW)
+    runner = CliRunner()
+    found = {}
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(context, "DETAILED_RUNS", DETAILED)
+        for command, args, status in (
+            ("report", ["report", "-q", str(night), "-o"], 0),
+            ("check", ["check", "-q", str(night), "--report"], 1),
+        ):
+            page = root / f"{command}.html"
+            result = runner.invoke(cli, [*args, str(page)])
+            assert result.exit_code == status, result.output
+            found[command] = page.read_text()
+    return found
+
+
+def _section(page: str, name: str) -> str:
+    start = page.index(f'<section id="{name}">')
+    return page[start : page.index("</section>", start)]
+
+
+def _overview_runs(page: str) -> list[tuple[str, str]]:
+    """(verdict, run) of each overview row, in order."""
+    rows = re.findall(
+        r'<td data-label="verdict">.*?</span> (\w+)</span></td>'
+        r'<td data-label="run" class="mono run">.*?>([^<]+)</(?:a|span)>',
+        _section(page, "overview"),
+    )
+    return [(verdict, run) for verdict, run in rows]
+
+
+def test_every_run_is_in_the_overview_the_slow_pairs_first(
+    pages: dict[str, str],
+) -> None:
+    pairs = [(a, b) for a in range(64) for b in range(a + 1, 64)][:LOGS]
+    for page in pages.values():
+        listed = _overview_runs(page)
+        assert len(listed) == LOGS
+        assert sorted(run for _, run in listed) == sorted(
+            f"{_name(p)} (run 0)" for p in pairs
+        )
+        assert listed[:2] == [
+            ("FAIL", "node000-node005/all_reduce.log (run 0)"),
+            ("FAIL", "node003-node017/all_reduce.log (run 0)"),
+        ]
+        assert {verdict for verdict, _ in listed[2:]} == {"NOTE"}
+        assert f"{LOGS} runs: " in page
+        assert '<a href="#overview-fail" class="badge bad">2 FAIL</a>' in page
+
+
+def test_a_slow_pair_says_how_far_below_the_night_it_is(
+    pages: dict[str, str],
+) -> None:
+    """The cohort judgement of check, on both pages: the run's busbw against the
+    median of the others of its shape."""
+    for page in pages.values():
+        why = re.findall(r'<td data-label="why" class="why">([^<]*)</td>', page)
+        assert why[0] == (
+            "all_reduce float32 sum out-of-place 16 ranks on 2 nodes (NVIDIA H100 "
+            "80GB HBM3): bus bandwidth 241.6 GB/s at 8 GiB is 28.7% below the "
+            "median of the 199 other runs of its shape tonight (338.8 GB/s; limit "
+            "15%); 11 more sizes down to 4 MiB"
+        )
+
+
+def test_the_heatmap_has_every_host(pages: dict[str, str]) -> None:
+    """The first 200 pairs reach every one of the 64 hosts (node000's pairs)."""
+    for page in pages.values():
+        heatmap = page[page.index("Pairs of hosts") :]
+        heatmap = heatmap[: heatmap.index("</figure>")]
+        hosts = set(re.findall(r">(node\d{3})<", heatmap))
+        assert hosts == {f"node{n:03d}" for n in range(64)}
+        assert f"{LOGS} of 2016 pairs measured" in heatmap
+
+
+def test_sections_only_for_the_most_telling_runs(pages: dict[str, str]) -> None:
+    """Of 200 runs, DETAILED get a section: the slow pairs (FAIL) among them."""
+    for page in pages.values():
+        titles = re.findall(
+            r'<section id="run\d+" class="run">\n<h2>.*?<span class="mono">'
+            r"[^<]*/night/([^<]+) \(run 0\)</span></h2>",
+            page,
+        )
+        assert len(titles) == DETAILED
+        assert {_name(pair) for pair in SLOW} <= set(titles)
+        assert f"{DETAILED} of the {LOGS} runs have a section below" in page
+
+
+def test_report_and_check_report_draw_the_same_page(pages: dict[str, str]) -> None:
+    """The same overview, heatmap and run sections; check --report adds its own
+    section of cases."""
+    report, checked = pages["report"], pages["check"]
+    # The same but for the page's contents line, which links to the checks too.
+    contents = re.compile(r"<nav.*?</nav>", re.S)
+    overview = [contents.sub("", _section(p, "overview")) for p in (report, checked)]
+    assert overview[0] == overview[1]
+    assert "Pairs of hosts" in overview[0]
+    for page in (report, checked):
+        assert page.count('<section id="run') == DETAILED
+    runs = re.compile(r'<section id="run\d+".*?</section>', re.S)
+    assert runs.findall(report) == runs.findall(checked)
+    assert '<section id="checks">' not in report
+    cases = _section(checked, "checks")
+    assert cases.count("cohort</span>") == 4  # two pairs, both placements
+
+
+def test_check_report_past_the_limit_is_a_usage_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """More points than a report draws: exit 2 naming the limit, every output a
+    failed check saying why (no passing page left from the night before)."""
+    _derive.fleet_night(tmp_path / "night", 3)
+    monkeypatch.setattr(points, "REPORT_LIMITS", (5_000, 150))
+    page, junit = tmp_path / "r.html", tmp_path / "j.xml"
+    page.write_text("yesterday: passed")
+    night = str(tmp_path / "night")
+    result = CliRunner().invoke(
+        cli, ["check", "-q", night, "--report", str(page), "--junit", str(junit)]
+    )
+    assert result.exit_code == 2
+    said = (
+        "--report: the inputs hold 186 distinct measurement points, more than a "
+        "report draws (150); leave out --report, or report fewer logs at a time"
+    )
+    assert result.output.splitlines()[-1] == f"Error: {said}"
+    assert said in page.read_text()
+    assert "passed" not in page.read_text()
+    assert said in junit.read_text()
+
+
+def _page_code(command: str, night: Path, page: Path) -> str:
+    return (
+        "import sys\n"
+        "from ncclparse.cli.app import cli\n"
+        f"sys.argv = ['ncclparse', {command!r}, '-q', {str(night)!r}, "
+        f"{'--report' if command == 'check' else '-o'!r}, {str(page)!r}]\n"
+        "try:\n"
+        "    cli()\n"
+        "except SystemExit as stop:\n"
+        "    assert stop.code in (0, 1), stop.code\n"
+    )
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["report", "check"])
+def test_a_night_of_2000_logs_is_drawn_in_bounded_memory(
+    command: str, tmp_path: Path
+) -> None:
+    """500 and 2,000 logs (31,000 and 124,000 points): the page of the larger
+    night takes less than 1 GB, and 1,500 logs more add less than 400 MB (about
+    0.25 MB a log: its points as Arrow, analysed, and its overview row).
+    Measured: report 342 and 626 MB, check --report 336 and 681 MB."""
+    peaks = []
+    for count in (500, 2000):
+        night = tmp_path / f"night{count}"
+        _derive.fleet_night(night, count, SLOW)
+        page = tmp_path / f"{command}{count}.html"
+        peaks.append(peak_rss_mb(_page_code(command, night, page)))
+        assert "node003-node017/all_reduce.log" in page.read_text()
+    assert peaks[1] < 1024, peaks
+    assert peaks[1] - peaks[0] < 400, peaks
