@@ -13,9 +13,10 @@ measurement can have (a negative time, a NaN bandwidth ...).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -153,7 +154,9 @@ def is_names_line(words: list[str]) -> bool:
     )
 
 
-def layout_from_header(words: list[str], placements: tuple[str, ...] | None) -> Layout:
+def layout_from_header(
+    words: Sequence[str], placements: tuple[str, ...] | None
+) -> Layout:
     """Build the layout from the names line's words (``#`` already removed)."""
     lowered = [w.lower() for w in words]
     first_time = next(i for i, w in enumerate(lowered) if w in _TIME_WORDS)
@@ -178,6 +181,13 @@ def layout_from_header(words: list[str], placements: tuple[str, ...] | None) -> 
         if wrong_word is None
         else ("count" if wrong_word == "#wrong" else "max_deviation"),
     )
+
+
+@functools.lru_cache(maxsize=1024)
+def header_layout(words: tuple[str, ...], placements: tuple[str, ...] | None) -> Layout:
+    """:func:`layout_from_header`, remembered: a log of many runs repeats its
+    header lines (a Layout is immutable, so runs may share one)."""
+    return layout_from_header(words, placements)
 
 
 def placements_from_group_line(words: list[str]) -> tuple[str, ...]:

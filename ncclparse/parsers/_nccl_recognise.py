@@ -134,7 +134,8 @@ def recognise(stripped: str, complete: bool) -> Seen:
     if is_names_line(words):
         # `%6s` type label (4 blanks after `count`/`N`): E0-E1 (format doc section 2).
         gap = _TYPE_GAP.search(body)
-        return seen("names", value=(words, gap is not None and len(gap["gap"]) == 4))
+        narrow = gap is not None and len(gap["gap"]) == 4
+        return seen("names", value=(tuple(words), narrow))
     if "out-of-place" in words or words == ["in-place"]:
         return seen("group", value=placements_from_group_line(words))
     if words and words[0] == "(B)":

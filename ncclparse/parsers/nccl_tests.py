@@ -9,11 +9,10 @@ as separate streams, so interleaved copies of a non-MPI build become separate ru
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from . import _lines
 from ._lines import MAX_LINE, Line, Rows, Skipped, as_line
@@ -28,8 +27,8 @@ from ._nccl_layout import (
     ImpossibleValue,
     Layout,
     RowError,
+    header_layout,
     is_count,
-    layout_from_header,
     layout_from_row,
     read_row,
     row_spec,
@@ -184,13 +183,16 @@ class _Parser:
     def _release(self) -> None:
         """Emit the ended runs that start before every open one, in source order."""
         open_runs = [s.run for s in self.states.values() if s.run is not None]
-        limit = min((r.first_line for r in open_runs), default=math.inf)
-        open_ids = {id(r) for r in open_runs}
-        ready = [r for r in self.runs if r.first_line < limit and id(r) not in open_ids]
-        if not ready:
-            return
-        ready_ids = {id(r) for r in ready}
-        self.runs = [r for r in self.runs if id(r) not in ready_ids]
+        if not open_runs:  # most closes: every run ended is ready
+            ready, self.runs = self.runs, []
+        else:
+            limit = min(r.first_line for r in open_runs)
+            open_ids = {id(r) for r in open_runs}
+            ready = [
+                r for r in self.runs if r.first_line < limit and id(r) not in open_ids
+            ]
+            ready_ids = {id(r) for r in ready}
+            self.runs = [r for r in self.runs if id(r) not in ready_ids]
         for run in sorted(ready, key=lambda r: r.first_line):
             if worth_keeping(run):
                 if not self.emitted:
@@ -531,7 +533,7 @@ class _Parser:
         if state.run is None or state.phase == "footer" or state.run.rows:
             self._open(state, number)
         words, narrow_type = seen.value
-        state.layout = layout_from_header(words, state.placements)
+        state.layout = header_layout(words, state.placements)
         keys = state.layout.keys
         if (
             keys != ("size", "count", "type", "redop", "root")
@@ -899,8 +901,10 @@ class _NativeRows:
         """Line ``index`` read natively for ``run`` in ``layout``, or None.
 
         Returns (the token count of the last line read, row dicts, the index after
-        the last line read): one line and its dicts, or (as columns, no dicts) every
-        line from ``index`` up to the next one the parser must read itself."""
+        the last line read): every line from ``index`` up to the next one the parser
+        must read itself, as their dicts or (as columns) no dicts. The state the
+        parser reads a line in is the same for every such line (plain rows of one
+        table), so each need not come back to it."""
         skip = run.params.get("per_iter_skip") if "i_p99" in layout.half else None
         columnar = len(run.rows) >= KEEP_ROWS and _lines.read_rows_columns is not None
         key = self.key
@@ -921,8 +925,18 @@ class _NativeRows:
                 stop -= 1
             self.read_to = self.ends[stop - 1]
             return self.fields[stop - 1], (), self.start + stop
-        read = None if self.dicts is None else self.dicts[at]
-        return None if read is None else (read[0], read[1], index + 1)
+        dicts = self.dicts
+        if dicts is None or dicts[at] is None:
+            return None
+        end = at + 1
+        while end < len(dicts) and dicts[end] is not None:
+            end += 1
+        if end == at + 1:
+            fields, rows = cast("tuple[int, tuple[dict[str, Any], ...]]", dicts[at])
+            return fields, rows, index + 1
+        read = cast("list[tuple[int, tuple[dict[str, Any], ...]]]", dicts[at:end])
+        rows = tuple(row for _, each in read for row in each)
+        return read[-1][0], rows, self.start + end
 
     def _read(
         self, index: int, run: Run, layout: Layout, skip: str | None, columnar: bool
