@@ -389,10 +389,8 @@ def test_line_kinds_remembered_are_bounded() -> None:
     long_line = "# " + "x" * _nccl_recognise._SEEN_LONGEST
     text = "# nThread 1 nGpus 8\n" + "\n".join([*lines, long_line]) + "\n"
     result = ncclparse.parse(io.StringIO(text), name="log")
-    assert result.runs.column("hosts").to_pylist()[0][:2] == [
-        "host-8184",
-        "host-8185",
-    ]
+    (hosts,) = cast("list[list[str]]", result.runs.column("hosts").to_pylist())
+    assert hosts[:2] == ["host-8184", "host-8185"]  # each line read, the last kept
     assert 0 < len(_nccl_recognise._SEEN) <= _nccl_recognise._SEEN_MAX
     assert long_line not in _nccl_recognise._SEEN
 
