@@ -41,8 +41,9 @@ from ncclparse import parsers
 from ncclparse.errors import NcclParseError
 from ncclparse.parsers import _lines, _nccl_recognise, imb, nccl_tests, oneccl
 from ncclparse.parsers._nccl_layout import layout_from_header
+from ncclparse.parsers._nccl_lines import benchmark_binary
 from ncclparse.parsers._nccl_recognise import recognise
-from ncclparse.parsers._nccl_topology import Facts, scan
+from ncclparse.parsers._nccl_topology import Facts, command_settings, scan
 from tests.conftest import FIXTURES
 from tests.test_robustness import HOSTILE_TOKENS, NOISE_LINES, PREFIXES, mutated
 
@@ -333,13 +334,19 @@ def test_every_log_parses_identically(
 
 @contextmanager
 def remembering_nothing() -> Iterator[None]:
-    """The nccl-tests parser with its memos off: each line's kind and each header's
-    layout worked out anew (the reference of what the memos give)."""
+    """The nccl-tests parser with its memos off: each line's kind, each header's
+    layout and each command's reads worked out anew (the reference of what the
+    memos give)."""
     with (
         mock.patch.object(
             nccl_tests, "recognised", lambda text: recognise(text, complete=True)
         ),
         mock.patch.object(nccl_tests, "header_layout", layout_from_header),
+        mock.patch.object(
+            nccl_tests,
+            "command_reads",
+            lambda command: (benchmark_binary(command), command_settings(command)),
+        ),
     ):
         yield
 

@@ -13,7 +13,6 @@ measurement can have (a negative time, a NaN bandwidth ...).
 
 from __future__ import annotations
 
-import functools
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -183,11 +182,24 @@ def layout_from_header(
     )
 
 
-@functools.lru_cache(maxsize=1024)
+# Layouts of the header lines already read, by their words and placements. Bounded:
+# emptied when full, and a header longer than a real one is not kept.
+_LAYOUTS: dict[tuple[tuple[str, ...], tuple[str, ...] | None], Layout] = {}
+_LAYOUTS_MAX, _LAYOUT_LONGEST = 256, 1024
+
+
 def header_layout(words: tuple[str, ...], placements: tuple[str, ...] | None) -> Layout:
     """:func:`layout_from_header`, remembered: a log of many runs repeats its
     header lines (a Layout is immutable, so runs may share one)."""
-    return layout_from_header(words, placements)
+    key = (words, placements)
+    layout = _LAYOUTS.get(key)
+    if layout is None:
+        layout = layout_from_header(words, placements)
+        if sum(map(len, words)) <= _LAYOUT_LONGEST:
+            if len(_LAYOUTS) >= _LAYOUTS_MAX:
+                _LAYOUTS.clear()
+            _LAYOUTS[key] = layout
+    return layout
 
 
 def placements_from_group_line(words: list[str]) -> tuple[str, ...]:

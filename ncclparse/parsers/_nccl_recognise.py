@@ -176,3 +176,22 @@ def recognised(stripped: str) -> Seen:
                 _SEEN.clear()
             _SEEN[stripped] = seen
     return seen
+
+
+# What the command lines already read run and set (see command_reads). Bounded as
+# _SEEN is.
+_COMMANDS: dict[str, tuple[str | None, dict[str, str]]] = {}
+
+
+def command_reads(command: str) -> tuple[str | None, dict[str, str]]:
+    """The collective of the benchmark binary ``command`` runs (or None) and the
+    NCCL_ALGO / NCCL_PROTO it sets, remembered: a burn-in job repeats its command
+    before every run. The settings are shared: copy, never change them."""
+    read = _COMMANDS.get(command)
+    if read is None:
+        read = benchmark_binary(command), command_settings(command)
+        if len(command) <= _SEEN_LONGEST:
+            if len(_COMMANDS) >= _SEEN_MAX:
+                _COMMANDS.clear()
+            _COMMANDS[command] = read
+    return read

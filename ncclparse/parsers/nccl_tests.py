@@ -41,12 +41,11 @@ from ._nccl_lines import (
     NUMBERS_ONLY,
     OPENERS,
     ROW_START,
-    benchmark_binary,
     is_rank_zero,
     nccl_code,
     sniff,
 )
-from ._nccl_recognise import Seen, recognise, recognised
+from ._nccl_recognise import Seen, command_reads, recognise, recognised
 from ._nccl_recover import cut_row_doubt, shown, split_trailing, undecorate_line
 from ._nccl_state import (
     StreamState,
@@ -60,7 +59,6 @@ from ._nccl_topology import (
     PROTOCOLS,
     Facts,
     Topology,
-    command_settings,
     matrix_header,
     matrix_row,
     normalise_list,
@@ -204,9 +202,10 @@ class _Parser:
         run.command = command
         if "rccl-tests/" in command.partition("_perf")[0]:  # .../rccl-tests/build/
             run.tool = "rccl-tests"
-        run.add_collective(benchmark_binary(command))
+        collective, settings = command_reads(command)
+        run.add_collective(collective)
         run.command_env.update(self.pending_settings)
-        run.command_env.update(command_settings(command))
+        run.command_env.update(settings)
         self.pending_settings = {}
 
     # --- lines ------------------------------------------------------------------
