@@ -260,15 +260,16 @@ def runs_only(path: str, out: Path) -> dict[str, float]:
 
     parsed = ncclparse.parse_many([path])
     runs = parsed.runs.to_pylist()
-    skip = {"source", "run", "rows", "errors", "warnings", "params"}
+    # Not a Run's attribute (source, run, rows), or notes (kept as Notes objects).
+    skip = {"source", "run", "rows", "errors", "warnings", "refused", "tool"}
     start = time.perf_counter()
     collector = Collector()
     for index, values in enumerate(runs):
         one = Run(tool=values["tool"], first_line=values["first_line"])
         for key, value in values.items():
-            if key not in skip and key != "tool":
-                setattr(one, key, value)
-        one.params = dict(values["params"])
+            if key not in skip:  # map columns (params, nccl_env) are dicts in a Run
+                mapping = isinstance(getattr(one, key), dict)
+                setattr(one, key, dict(value) if mapping else value)
         collector.add_run(values["source"], index, one)
     collector.runs_table()
     runs_s = time.perf_counter() - start

@@ -20,14 +20,16 @@ from __future__ import annotations
 import io
 import itertools
 import math
+import random
 import shutil
 import subprocess
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 from unittest import mock
 
 import pytest
@@ -37,8 +39,11 @@ from hypothesis import strategies as st
 import ncclparse
 from ncclparse import parsers
 from ncclparse.errors import NcclParseError
-from ncclparse.parsers import _lines, imb, oneccl
-from ncclparse.parsers._nccl_topology import Facts, scan
+from ncclparse.parsers import _lines, _nccl_recognise, imb, nccl_tests, oneccl
+from ncclparse.parsers._nccl_layout import layout_from_header
+from ncclparse.parsers._nccl_lines import benchmark_binary
+from ncclparse.parsers._nccl_recognise import recognise
+from ncclparse.parsers._nccl_topology import Facts, command_settings, scan
 from tests.conftest import FIXTURES
 from tests.test_robustness import HOSTILE_TOKENS, NOISE_LINES, PREFIXES, mutated
 
@@ -325,6 +330,76 @@ def test_every_log_parses_identically(
     assert fast == slow
     fast, slow = both(with_chatter(data), scanner)
     assert fast == slow
+
+
+@contextmanager
+def remembering_nothing() -> Iterator[None]:
+    """The nccl-tests parser with its memos off: each line's kind, each header's
+    layout and each command's reads worked out anew (the reference of what the
+    memos give)."""
+    with (
+        mock.patch.object(
+            nccl_tests, "recognised", lambda text: recognise(text, complete=True)
+        ),
+        mock.patch.object(nccl_tests, "header_layout", layout_from_header),
+        mock.patch.object(
+            nccl_tests,
+            "command_reads",
+            lambda command: (benchmark_binary(command), command_settings(command)),
+        ),
+    ):
+        yield
+
+
+def many_runs(rounds: int) -> bytes:
+    """Every nccl-tests log of the fixtures (the -I logs too), ``rounds`` times in a
+    shuffled order, as one stream: a burn-in job's log, or logs concatenated."""
+    logs = sorted([*FIXTURES.glob("nccl/*.log"), *FIXTURES.glob("nccl_per_iter/*.log")])
+    order = random.Random(31)
+    stream = []
+    for _ in range(rounds):
+        order.shuffle(logs)
+        for log in logs:
+            text = log.read_bytes()
+            stream.append(text if text.endswith(b"\n") else text + b"\n")
+    return b"".join(stream)
+
+
+@pytest.mark.parametrize("chatter", [False, True], ids=["plain", "chatter"])
+def test_many_runs_parse_as_every_line_read_alone(
+    chatter: bool, scanner: _lines.ScanBlock | None
+) -> None:
+    """The remembered line kinds and layouts, and the rows of a table handed back
+    in stretches, give what reading every line one by one gives, memos off."""
+    data = many_runs(3)
+    log: bytes | str = with_chatter(data) if chatter else data
+    with reading(scanner):
+        fast = outcome(log)
+    with reading(None, per_line=True), remembering_nothing():
+        slow = outcome(log)
+    assert fast == slow
+    # The 35 logs three times: 90 runs, each read after its own preamble and header.
+    rows, runs = cast("tuple[list[object], list[object]]", fast[:2])
+    assert (len(runs), len(rows)) == (90, 1484)
+    accounting = cast("dict[str, Counter[str]]", fast[2])["log"]
+    assert (accounting["structure"], accounting["measurement"]) == (861, 742)
+
+
+def test_line_kinds_remembered_are_bounded() -> None:
+    """A log of ever different lines (each run's own hosts, a hostile input) never
+    grows the memo of line kinds past its bound, nor keeps a very long line."""
+    _nccl_recognise._SEEN.clear()
+    lines = [
+        f"#  Rank {i % 8} Pid {i} on host-{i} device 0 [0x01] GPU"
+        for i in range(2 * _nccl_recognise._SEEN_MAX)
+    ]
+    long_line = "# " + "x" * _nccl_recognise._SEEN_LONGEST
+    text = "# nThread 1 nGpus 8\n" + "\n".join([*lines, long_line]) + "\n"
+    result = ncclparse.parse(io.StringIO(text), name="log")
+    (hosts,) = cast("list[list[str]]", result.runs.column("hosts").to_pylist())
+    assert hosts[:2] == ["host-8184", "host-8185"]  # each line read, the last kept
+    assert 0 < len(_nccl_recognise._SEEN) <= _nccl_recognise._SEEN_MAX
+    assert long_line not in _nccl_recognise._SEEN
 
 
 def test_there_are_logs() -> None:

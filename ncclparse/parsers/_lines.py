@@ -206,6 +206,13 @@ def mentions(lines: Sequence[Line], texts: Sequence[str]) -> bool:
 
 def as_line(number: int, raw: str) -> Line:
     """The Line of raw line ``raw`` (with its ending), numbered ``number``."""
+    if (
+        raw[-1:] == "\n"
+        and raw[:1] not in _PREFIX_FIRST
+        and "\r" not in raw
+        and len(raw) <= MAX_LINE
+    ):  # most lines (`#` lines): nothing below would change them
+        return Line(number, raw[:-1], True)
     # The reader splits at \r too (newline=""), so a lone \r also ends a line.
     complete = raw.endswith(("\n", "\r"))
     text = raw.rstrip("\r\n")

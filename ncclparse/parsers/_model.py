@@ -336,7 +336,8 @@ class Collector:
     def add_run(self, source: str, index: int, run: Run) -> None:
         """Append one run (the ``index``-th of its source) and its rows."""
         for name in ("nranks", "nnodes", "oob_values", "local_ranks", "nvls_channels"):
-            if _out_of_range(name, getattr(run, name)):
+            value = getattr(run, name)
+            if value is not None and _out_of_range(name, value):
                 run.warn(run.first_line, f"{name} out of range: not kept")
                 setattr(run, name, None)
         rows = self._add_rows(source, index, run)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import re
+from math import isfinite
 from statistics import median
 from typing import Any, TypeGuard
 
@@ -156,13 +157,17 @@ def _candidates_from_numbers(run: Run) -> tuple[list[str], str] | None:
 
 def bus_ratio(rows: list[dict[str, Any]]) -> float | None:
     """Median busbw/algbw over the rows with the largest algbw (least rounded)."""
-    pairs: list[tuple[float, float]] = [
-        (r["algbw_gbps"], r["busbw_gbps"])
-        for r in rows
-        if _finite(r.get("algbw_gbps"))
-        and _finite(r.get("busbw_gbps"))
-        and r["algbw_gbps"] > 0
-    ]
+    pairs: list[tuple[float, float]] = []
+    for r in rows:  # a loop, not a call per value: it reads every row of a run
+        algbw, busbw = r.get("algbw_gbps"), r.get("busbw_gbps")
+        if (
+            algbw is not None
+            and busbw is not None
+            and isfinite(algbw)
+            and isfinite(busbw)
+            and algbw > 0
+        ):
+            pairs.append((algbw, busbw))
     if not pairs:
         return None
     top = max(a for a, _ in pairs)

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -153,7 +153,9 @@ def is_names_line(words: list[str]) -> bool:
     )
 
 
-def layout_from_header(words: list[str], placements: tuple[str, ...] | None) -> Layout:
+def layout_from_header(
+    words: Sequence[str], placements: tuple[str, ...] | None
+) -> Layout:
     """Build the layout from the names line's words (``#`` already removed)."""
     lowered = [w.lower() for w in words]
     first_time = next(i for i, w in enumerate(lowered) if w in _TIME_WORDS)
@@ -178,6 +180,26 @@ def layout_from_header(words: list[str], placements: tuple[str, ...] | None) -> 
         if wrong_word is None
         else ("count" if wrong_word == "#wrong" else "max_deviation"),
     )
+
+
+# Layouts of the header lines already read, by their words and placements. Bounded:
+# emptied when full, and a header longer than a real one is not kept.
+_LAYOUTS: dict[tuple[tuple[str, ...], tuple[str, ...] | None], Layout] = {}
+_LAYOUTS_MAX, _LAYOUT_LONGEST = 256, 1024
+
+
+def header_layout(words: tuple[str, ...], placements: tuple[str, ...] | None) -> Layout:
+    """:func:`layout_from_header`, remembered: a log of many runs repeats its
+    header lines (a Layout is immutable, so runs may share one)."""
+    key = (words, placements)
+    layout = _LAYOUTS.get(key)
+    if layout is None:
+        layout = layout_from_header(words, placements)
+        if sum(map(len, words)) <= _LAYOUT_LONGEST:
+            if len(_LAYOUTS) >= _LAYOUTS_MAX:
+                _LAYOUTS.clear()
+            _LAYOUTS[key] = layout
+    return layout
 
 
 def placements_from_group_line(words: list[str]) -> tuple[str, ...]:

@@ -50,6 +50,8 @@ def from_markdown_table(text: str) -> str:
 def undecorate_line(text: str) -> tuple[str, str | None]:
     """A line as the tool printed it: a Markdown table row (several ``|``) back to
     columns, else one leading decoration mark removed (:func:`undecorate`)."""
+    if text[:1] == "#":  # the tool's own lines: no table row, no mark before `#`
+        return text, None
     if text.lstrip().startswith("|"):
         if text.count("|") > 1:
             return from_markdown_table(text), None

@@ -1457,69 +1457,77 @@ put_value(int kind, PyObject *value, Buffer *data, Buffer *present, Strings *str
     return put(data, &number, 8) < 0 ? -1 : 1;
 }
 
-/* One column: its tuple, Py_None, or NULL (an error is set). */
-static PyObject *
-dict_column(PyObject *rows, PyObject *name, int kind, PyObject *fallback)
+/* One column being built: its name, kind and default; whether it is still built
+ * (a value of another type leaves it to the caller), and its buffers. */
+typedef struct {
+    PyObject *name, *fallback; /* borrowed */
+    int kind, building;
+    Buffer data, present;
+    Strings strings;
+} DictColumn;
+
+static void
+forget_column(DictColumn *column)
 {
-    if (kind == D_OTHER)
+    PyMem_Free(column->data.data);
+    PyMem_Free(column->present.data);
+    column->data.data = column->present.data = NULL;
+    forget_strings(&column->strings);
+}
+
+/* The finished column: its tuple (see above), Py_None, or NULL (an error is set). */
+static PyObject *
+column_result(DictColumn *column)
+{
+    if (!column->building)
         return Py_NewRef(Py_None);
-    if (kind == D_NULLS) {
-        for (Py_ssize_t i = 0; i < PyList_GET_SIZE(rows); i++) {
-            PyObject *row = PyList_GET_ITEM(rows, i);
-            if (!PyDict_CheckExact(row))
-                return Py_NewRef(Py_None);
-            PyObject *value = PyDict_GetItemWithError(row, name);
-            if (value == NULL && PyErr_Occurred())
-                return NULL;
-            if ((value ? value : fallback) != Py_None)
-                return Py_NewRef(Py_None);
-        }
+    if (column->kind == D_NULLS)
         return PyTuple_New(0);
-    }
-    Buffer data = {0}, present = {0};
-    Strings strings = {0};
-    PyObject *result = NULL;
-    int ok = 1;
-    if (kind == D_STRING && (strings.codes_of = PyDict_New()) == NULL)
-        return NULL;
-    for (Py_ssize_t i = 0; ok == 1 && i < PyList_GET_SIZE(rows); i++) {
-        PyObject *row = PyList_GET_ITEM(rows, i);
-        if (!PyDict_CheckExact(row)) {
-            ok = 0;
-            break;
-        }
-        PyObject *value = PyDict_GetItemWithError(row, name); /* borrowed */
-        if (value == NULL && PyErr_Occurred())
-            goto done;
-        ok = put_value(kind, value ? value : fallback, &data, &present, &strings);
-    }
-    if (ok < 0)
-        goto done;
-    if (ok == 0) {
-        result = Py_NewRef(Py_None);
-        goto done;
-    }
-    if (kind == D_STRING) {
-        PyObject *distinct = PyDict_Keys(strings.codes_of);
-        PyObject *codes = distinct ? take_bytes(&strings.codes) : NULL;
-        result = codes ? PyTuple_Pack(2, distinct, codes) : NULL;
+    if (column->kind == D_STRING) {
+        PyObject *distinct = PyDict_Keys(column->strings.codes_of);
+        PyObject *codes = distinct ? take_bytes(&column->strings.codes) : NULL;
+        PyObject *result = codes ? PyTuple_Pack(2, distinct, codes) : NULL;
         Py_XDECREF(distinct);
         Py_XDECREF(codes);
+        return result;
     }
-    else {
-        PyObject *values = take_bytes(&data);
-        PyObject *there = values ? take_bytes(&present) : NULL;
-        result = there ? PyTuple_Pack(2, values, there) : NULL;
-        Py_XDECREF(values);
-        Py_XDECREF(there);
-    }
-done:
-    PyMem_Free(data.data);
-    PyMem_Free(present.data);
-    forget_strings(&strings);
+    PyObject *values = take_bytes(&column->data);
+    PyObject *there = values ? take_bytes(&column->present) : NULL;
+    PyObject *result = there ? PyTuple_Pack(2, values, there) : NULL;
+    Py_XDECREF(values);
+    Py_XDECREF(there);
     return result;
 }
 
+/* One row's values into every column still built; -1: an error is set. */
+static int
+put_row(PyObject *row, DictColumn *columns, Py_ssize_t n)
+{
+    for (Py_ssize_t c = 0; c < n; c++) {
+        DictColumn *column = &columns[c];
+        if (!column->building)
+            continue;
+        PyObject *value = PyDict_GetItemWithError(row, column->name); /* borrowed */
+        if (value == NULL && PyErr_Occurred())
+            return -1;
+        value = value ? value : column->fallback;
+        int ok = column->kind == D_NULLS
+                     ? value == Py_None
+                     : put_value(column->kind, value, &column->data, &column->present,
+                                 &column->strings);
+        if (ok < 0)
+            return -1;
+        if (ok == 0) {
+            column->building = 0;
+            forget_column(column);
+        }
+    }
+    return 0;
+}
+
+/* Row by row, each row's values into every column (a row dict is read while it is
+ * in the cache: column by column, the rows of a batch were read from memory once a
+ * column, most of the time this took). */
 static PyObject *
 dict_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
 {
@@ -1533,21 +1541,51 @@ dict_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
                         "kinds: bytes, defaults: tuple) (one kind and default a name)");
         return NULL;
     }
+    PyObject *rows = args[0];
     Py_ssize_t n = PyTuple_GET_SIZE(args[1]);
-    PyObject *out = PyList_New(n);
-    if (out == NULL)
-        return NULL;
+    DictColumn *columns = PyMem_Calloc((size_t)(n ? n : 1), sizeof(DictColumn));
+    if (columns == NULL)
+        return PyErr_NoMemory();
+    PyObject *out = NULL;
     for (Py_ssize_t c = 0; c < n; c++) {
-        PyObject *column =
-            dict_column(args[0], PyTuple_GET_ITEM(args[1], c),
-                        (unsigned char)PyBytes_AS_STRING(args[2])[c],
-                        PyTuple_GET_ITEM(args[3], c));
+        DictColumn *column = &columns[c];
+        column->name = PyTuple_GET_ITEM(args[1], c);
+        column->fallback = PyTuple_GET_ITEM(args[3], c);
+        column->kind = (unsigned char)PyBytes_AS_STRING(args[2])[c];
+        column->building = column->kind != D_OTHER;
+        if (column->building && column->kind == D_STRING &&
+            (column->strings.codes_of = PyDict_New()) == NULL)
+            goto done;
+    }
+    for (Py_ssize_t i = 0; i < PyList_GET_SIZE(rows); i++) {
+        /* A reference of its own: a value's __eq__ could change the list. */
+        PyObject *row = Py_NewRef(PyList_GET_ITEM(rows, i));
+        int rc = 0;
+        if (PyDict_CheckExact(row)) {
+            rc = put_row(row, columns, n);
+        }
+        else { /* a row of another type: every column is the caller's */
+            for (Py_ssize_t c = 0; c < n; c++)
+                columns[c].building = 0;
+        }
+        Py_DECREF(row);
+        if (rc < 0)
+            goto done;
+    }
+    if ((out = PyList_New(n)) == NULL)
+        goto done;
+    for (Py_ssize_t c = 0; c < n; c++) {
+        PyObject *column = column_result(&columns[c]);
         if (column == NULL) {
-            Py_DECREF(out);
-            return NULL;
+            Py_CLEAR(out);
+            goto done;
         }
         PyList_SET_ITEM(out, c, column);
     }
+done:
+    for (Py_ssize_t c = 0; c < n; c++)
+        forget_column(&columns[c]);
+    PyMem_Free(columns);
     return out;
 }
 

@@ -9,11 +9,10 @@ as separate streams, so interleaved copies of a non-MPI build become separate ru
 
 from __future__ import annotations
 
-import math
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, ClassVar, cast
 
 from . import _lines
 from ._lines import MAX_LINE, Line, Rows, Skipped, as_line
@@ -28,42 +27,25 @@ from ._nccl_layout import (
     ImpossibleValue,
     Layout,
     RowError,
+    header_layout,
     is_count,
-    is_names_line,
-    layout_from_header,
     layout_from_row,
-    placements_from_group_line,
     read_row,
     row_spec,
 )
 from ._nccl_lines import (
-    AVG,
-    BINARY_NAMES,
-    COMPILED,
     CUT_OWN,
     CUT_RANK,
     FAILURE,
     GLUED_NOISE,
-    NCCL_VERSION,
     NUMBERS_ONLY,
-    OOB,
     OPENERS,
-    PARAM_PAIR,
-    PARAMS,
-    RANK,
-    RCCL_BLOCK,
-    RCCL_VERSION,
     ROW_START,
-    STARTING,
-    STRUCTURE_PREFIXES,
-    TOOL_ERROR,
-    VERSION,
-    benchmark_binary,
     is_rank_zero,
-    maybe_noise,
     nccl_code,
     sniff,
 )
+from ._nccl_recognise import Seen, command_reads, recognise, recognised
 from ._nccl_recover import cut_row_doubt, shown, split_trailing, undecorate_line
 from ._nccl_state import (
     StreamState,
@@ -77,26 +59,17 @@ from ._nccl_topology import (
     PROTOCOLS,
     Facts,
     Topology,
-    command_settings,
     matrix_header,
     matrix_row,
     normalise_list,
-    scan_line,
 )
-from ._noise import is_command, is_noise
-from ._ompi import fatal_error
-from ._signals import classify as killed_by
 
 NAME = "nccl-tests"
-# Between the `count` (E0: `N`) and `type` labels of the column-names line.
-_TYPE_GAP = re.compile(r"(?:\bcount|\bN)(?P<gap> +)type\b", re.ASCII)
 READS_SKIPPED = True  # takes Skipped runs of plain NCCL debug lines too
 # nccl-tests -T (src/common.cu): `HOST: Test timeout (60s) common.cu:518`.
 _TIMEOUT = re.compile(r"Test timeout \((?P<s>[0-9]{1,9})s\)", re.ASCII)
 # -I 1 -K N: `# Per-Iteration Report: ...; summary skips first N iterations `.
 _ITER_SKIP = re.compile(r"summary skips first (?P<n>[0-9]{1,9}) iterations", re.ASCII)
-# A shell's `export NCCL_ALGO=Ring` as echoed (`set -x` adds `+ `).
-_EXPORT = re.compile(r"(?:\++ )?export ", re.ASCII)
 
 
 def _requested(run: Run) -> None:
@@ -115,6 +88,10 @@ def _requested(run: Run) -> None:
             if source not in sources:
                 sources.append(source)
     run.algo_source = ",".join(sources) or None
+
+
+# What the parser does with one kind of the tool's own lines.
+_Handler = Callable[["_Parser", StreamState, int, Seen], None]
 
 
 class _Parser:
@@ -204,13 +181,16 @@ class _Parser:
     def _release(self) -> None:
         """Emit the ended runs that start before every open one, in source order."""
         open_runs = [s.run for s in self.states.values() if s.run is not None]
-        limit = min((r.first_line for r in open_runs), default=math.inf)
-        open_ids = {id(r) for r in open_runs}
-        ready = [r for r in self.runs if r.first_line < limit and id(r) not in open_ids]
-        if not ready:
-            return
-        ready_ids = {id(r) for r in ready}
-        self.runs = [r for r in self.runs if id(r) not in ready_ids]
+        if not open_runs:  # most closes: every run ended is ready
+            ready, self.runs = self.runs, []
+        else:
+            limit = min(r.first_line for r in open_runs)
+            open_ids = {id(r) for r in open_runs}
+            ready = [
+                r for r in self.runs if r.first_line < limit and id(r) not in open_ids
+            ]
+            ready_ids = {id(r) for r in ready}
+            self.runs = [r for r in self.runs if id(r) not in ready_ids]
         for run in sorted(ready, key=lambda r: r.first_line):
             if worth_keeping(run):
                 if not self.emitted:
@@ -222,9 +202,10 @@ class _Parser:
         run.command = command
         if "rccl-tests/" in command.partition("_perf")[0]:  # .../rccl-tests/build/
             run.tool = "rccl-tests"
-        run.add_collective(benchmark_binary(command))
+        collective, settings = command_reads(command)
+        run.add_collective(collective)
         run.command_env.update(self.pending_settings)
-        run.command_env.update(command_settings(command))
+        run.command_env.update(settings)
         self.pending_settings = {}
 
     # --- lines ------------------------------------------------------------------
@@ -407,103 +388,50 @@ class _Parser:
         self._flush_wrapped(state)
         if "|" in stripped and line.complete and self._matrix(state, stripped):
             return "noise"
-        if ("NCCL_ALGO=" in stripped or "NCCL_PROTO=" in stripped) and (
-            stripped.endswith("\\") or _EXPORT.match(stripped)
-        ):
-            self.pending_settings.update(command_settings(stripped))
-        body = stripped.lstrip("#").strip()
-        # The substring tests are cheap guards in front of the regular expressions.
-        if (
-            ("ailure" in stripped or "imeout" in stripped) and FAILURE.search(stripped)
-        ) or (TOOL_ERROR.match(body) and state.run):
-            return self._failure(state, line.number, stripped)
-        if (killed := killed_by(stripped)) is not None:
+        seen = recognised(stripped) if line.complete else recognise(stripped, False)
+        if seen.settings:
+            self.pending_settings.update(seen.settings)
+        kind, number = seen.kind, line.number
+        if kind == "failure" or (seen.tool_error and state.run):
+            return self._failure(state, number, stripped)
+        if kind == "killed":
             return self._ended(
-                state, line.number, killed.message, failure=killed.failure
+                state, number, seen.value.message, failure=seen.value.failure
             )
-        if (fatal := fatal_error(stripped)) is not None:
-            return self._ended(state, line.number, fatal, failure=True)
-        if "_perf" in stripped and _is_benchmark_command(stripped):
-            self._command(state, line.number, stripped)
+        if kind == "fatal":
+            return self._ended(state, number, seen.value, failure=True)
+        if kind == "command":
+            self._command(state, number, stripped)
             return "noise"
-        if maybe_noise(stripped) and is_noise(stripped):
-            self._noise(state, line, stripped)
+        if kind == "noise":
+            self._noise(state, seen)
             return "noise"
-        return self._structure(state, line, body, stripped)
+        if kind == "cut":
+            if seen.value is not None:
+                self._opener(state, "params", number).params.update(dict(seen.value))
+            return "warned"
+        handler = self._STRUCTURE.get(kind)
+        if handler is not None:
+            handler(self, state, number, seen)
+            return "structure"
+        return "noise" if kind == "shell" else "warned"
 
-    def _noise(self, state: StreamState, line: Line, stripped: str) -> None:
+    def _noise(self, state: StreamState, seen: Seen) -> None:
         """Read what known noise tells: NCCL's version, topology facts."""
-        version = NCCL_VERSION.search(stripped)
+        version = seen.match
         if version:
             if state.run is None:
                 self.pending_version = version  # printed before the first line
             elif state.run.library_version is None:
                 set_library(state.run, version)
-        # A line cut by the end of input may have lost NICs: nothing is read.
-        if "CCL INFO " in stripped and line.complete:
-            facts = scan_line(stripped)
-            if facts is not None:
-                self._topology(state, facts)
+        if seen.value is not None:
+            self._topology(state, seen.value)
 
-    def _structure(
-        self, state: StreamState, line: Line, body: str, stripped: str
-    ) -> str:
-        """A line that is none of a row, an error, a command or noise: the tool's own
-        preamble (version, params, ...) or table frame (Rank lines, header, footer)."""
-        number = line.number
-        if not line.complete:  # cut by the end of input: `: 84.8558` may read `: 8`
-            if PARAMS.match(body):
-                # Its pairs but the last are whole (nThread/nGpus give nranks).
-                pairs = PARAM_PAIR.findall(body)[:-1]
-                self._opener(state, "params", number).params.update(dict(pairs))
-            return "warned"
-        words = body.split()
-        kind = self._preamble(state, number, body, words)
-        if kind is None:
-            kind = self._frame(state, number, body, words)
-        if kind is not None:
-            return kind
-        if is_command(stripped):
-            return "noise"
-        return "warned"
-
-    def _preamble(
-        self, state: StreamState, number: int, body: str, words: list[str]
-    ) -> str | None:
-        """The lines that say which tool, library and benchmark run: ``structure``,
-        or None when the line is none of them."""
-        if (match := VERSION.match(body)) is not None:
-            self._version(state, number, match)
-        elif (match := STARTING.match(body)) is not None:
-            if match.group("what") == "starting":
-                run = self._opener(state, "starting", number)
-            else:
-                run = self._current(state, number)
-                self._concluded(state, number, run)
-            stem = match.group("name").split("_perf")[0]
-            run.add_collective(BINARY_NAMES.get(stem))
-        elif PARAMS.match(body):
-            run = self._opener(state, "params", number)
-            run.params.update(dict(PARAM_PAIR.findall(body)))
-            if ":" in words[0]:  # `nThreads: 1 nGpus: 4 nRanks: 1`: rccl-tests' own
-                run.tool = "rccl-tests"
-        elif (match := RCCL_VERSION.match(body)) is not None:
-            run = self._current(state, number)
-            run.tool, run.tool_version = "rccl-tests", match.group("v")
-        elif (match := RCCL_BLOCK.match(body)) is not None:
-            run = self._current(state, number)
-            if match.group("what") == "RCCL":  # RCCL's NCCL_DEBUG=VERSION block
-                run.tool = "rccl-tests"
-                if run.library_version is None and match.group("v"):
-                    run.library_version = match.group("v")
-        elif (match := COMPILED.match(body)) is not None:
-            self._current(state, number).library_version = match.group("v")
-        else:
-            return None
-        return "structure"
-
-    def _version(self, state: StreamState, number: int, match: re.Match[str]) -> None:
+    # --- the tool's own lines: preamble (version, params ...) and table frame ----
+    def _version(self, state: StreamState, number: int, seen: Seen) -> None:
         """`# nccl-tests version 2.13.8 nccl-headers=N nccl-library=N` (or rccl-)."""
+        match = seen.match
+        assert match is not None
         run = self._opener(state, "version", number)
         run.tool_version = match.group("v")
         if match.group("tool") == "r":
@@ -511,31 +439,50 @@ class _Parser:
         if match.group("lib"):
             run.library_version = nccl_code(int(match.group("lib")))
 
-    def _frame(
-        self, state: StreamState, number: int, body: str, words: list[str]
-    ) -> str | None:
-        """The lines around the rows (Rank lines, the header, the footer):
-        ``structure``, or None when the line is none of them."""
-        if (match := RANK.match(body)) is not None:
-            return self._rank(state, number, match)
-        if body.startswith("Using devices"):
-            if not self._in_preamble(state):
-                self._open(state, number)
-            return "structure"
-        if is_names_line(words):
-            return self._header(state, number, words, body)
-        if "out-of-place" in words or words == ["in-place"]:
-            state.placements = placements_from_group_line(words)
-            return "structure"
-        if words and words[0] == "(B)":
-            return "structure"
-        if (match := OOB.match(body)) is not None:
-            return self._out_of_bounds(state, number, match)
-        if (match := AVG.match(body)) is not None:
-            return self._average(state, number, match)
-        if body.startswith((*STRUCTURE_PREFIXES, "......")) or body == "":
-            return self._misc_structure(state, number, body)
-        return None
+    def _starting(self, state: StreamState, number: int, seen: Seen) -> None:
+        """`# Collective test starting: all_reduce_perf` (or `concluded`)."""
+        assert seen.match is not None
+        if seen.match.group("what") == "starting":
+            run = self._opener(state, "starting", number)
+        else:
+            run = self._current(state, number)
+            self._concluded(state, number, run)
+        run.add_collective(seen.value)
+
+    def _params(self, state: StreamState, number: int, seen: Seen) -> None:
+        pairs, rccl_form = seen.value
+        run = self._opener(state, "params", number)
+        run.params.update(pairs)
+        if rccl_form:
+            run.tool = "rccl-tests"
+
+    def _rccl_version(self, state: StreamState, number: int, seen: Seen) -> None:
+        assert seen.match is not None
+        run = self._current(state, number)
+        run.tool, run.tool_version = "rccl-tests", seen.match.group("v")
+
+    def _rccl_block(self, state: StreamState, number: int, seen: Seen) -> None:
+        match = seen.match
+        assert match is not None
+        run = self._current(state, number)
+        if match.group("what") == "RCCL":  # RCCL's NCCL_DEBUG=VERSION block
+            run.tool = "rccl-tests"
+            if run.library_version is None and match.group("v"):
+                run.library_version = match.group("v")
+
+    def _compiled(self, state: StreamState, number: int, seen: Seen) -> None:
+        assert seen.match is not None
+        self._current(state, number).library_version = seen.match.group("v")
+
+    def _using(self, state: StreamState, number: int, seen: Seen) -> None:
+        if not self._in_preamble(state):
+            self._open(state, number)
+
+    def _group(self, state: StreamState, number: int, seen: Seen) -> None:
+        state.placements = seen.value
+
+    def _units(self, state: StreamState, number: int, seen: Seen) -> None:
+        """The `(B) (elements) ... (us)` units line: nothing to read."""
 
     def _opener(self, state: StreamState, kind: str, number: int) -> Run:
         order = OPENERS[kind]
@@ -567,28 +514,25 @@ class _Parser:
         run = state.run
         return run is not None and state.phase == "preamble" and run.status != "failed"
 
-    def _rank(self, state: StreamState, number: int, match: re.Match[str]) -> str:
+    def _rank(self, state: StreamState, number: int, seen: Seen) -> None:
         if not self._in_preamble(state):
             self._open(state, number)
         run = state.run
         assert run is not None
-        rank = int(match.group("rank"))
+        rank, host, device, index = seen.value
         grow_ranks(run, rank)
-        run.hosts[rank] = match.group("host")
+        run.hosts[rank] = host
         state.rank_lines[rank] += 1
-        device = match.group("name").strip() or None
         run.devices[rank] = device
-        state.device_index[rank] = int(match.group("dev"))
+        state.device_index[rank] = index
         if device and device.startswith("AMD "):
             run.tool = "rccl-tests"
-        return "structure"
 
-    def _header(
-        self, state: StreamState, number: int, words: list[str], body: str
-    ) -> str:
+    def _header(self, state: StreamState, number: int, seen: Seen) -> None:
         if state.run is None or state.phase == "footer" or state.run.rows:
             self._open(state, number)
-        state.layout = layout_from_header(words, state.placements)
+        words, narrow_type = seen.value
+        state.layout = header_layout(words, state.placements)
         keys = state.layout.keys
         if (
             keys != ("size", "count", "type", "redop", "root")
@@ -598,26 +542,21 @@ class _Parser:
         # `%6s` type label (4 spaces after `count`/`N`) and `error`: E0-E1; E2 widened
         # the column to 8 for bfloat16 (format doc section 2). Spacing a user changed
         # tells nothing.
-        gap = _TYPE_GAP.search(body)
-        state.before_2_10 = (
-            state.layout.wrong_kind == "max_deviation"
-            and gap is not None
-            and len(gap.group("gap")) == 4
-        )
+        state.before_2_10 = state.layout.wrong_kind == "max_deviation" and narrow_type
         state.phase = "table"
-        return "structure"
 
-    def _out_of_bounds(
-        self, state: StreamState, number: int, match: re.Match[str]
-    ) -> str:
+    def _out_of_bounds(self, state: StreamState, number: int, seen: Seen) -> None:
         """`# Out of bounds values : 0 OK`: the first footer line."""
+        match = seen.match
+        assert match is not None
         run = self._current(state, number)
         run.oob_values = int(match.group("n"))
         run.oob_ok = None if match.group("ok") is None else match.group("ok") == "OK"
         state.phase = "footer"
-        return "structure"
 
-    def _average(self, state: StreamState, number: int, match: re.Match[str]) -> str:
+    def _average(self, state: StreamState, number: int, seen: Seen) -> None:
+        match = seen.match
+        assert match is not None
         run = self._current(state, number)
         try:
             run.avg_busbw_gbps = float(match.group("v"))
@@ -629,7 +568,6 @@ class _Parser:
         if run.status == "truncated" and state.footers >= state.copies:
             run.status = "complete"
         state.phase = "footer"
-        return "structure"
 
     @staticmethod
     def _concluded(state: StreamState, number: int, run: Run) -> None:
@@ -679,8 +617,8 @@ class _Parser:
             run.status = "failed"
         return "error"
 
-    def _misc_structure(self, state: StreamState, number: int, body: str) -> str:
-        run = self._current(state, number)
+    def _misc_structure(self, state: StreamState, number: int, seen: Seen) -> None:
+        run, body = self._current(state, number), seen.body
         if body.startswith("......"):
             state.elided = True
         elif body.startswith("Errors with asterisks"):
@@ -697,7 +635,26 @@ class _Parser:
             run.warn(number, body)
         elif body.startswith("error:") and body[6:].strip():
             run.error(number, body)
-        return "structure"
+
+    # The handler of each kind of the tool's own lines (_nccl_recognise.recognise).
+    _STRUCTURE: ClassVar[
+        dict[str, Callable[[_Parser, StreamState, int, Seen], None]]
+    ] = {
+        "version": _version,
+        "starting": _starting,
+        "params": _params,
+        "rccl_version": _rccl_version,
+        "rccl_block": _rccl_block,
+        "compiled": _compiled,
+        "rank": _rank,
+        "using": _using,
+        "names": _header,
+        "group": _group,
+        "units": _units,
+        "oob": _out_of_bounds,
+        "avg": _average,
+        "misc": _misc_structure,
+    }
 
     def _command(self, state: StreamState, number: int, text: str) -> None:
         run = state.run
@@ -943,8 +900,10 @@ class _NativeRows:
         """Line ``index`` read natively for ``run`` in ``layout``, or None.
 
         Returns (the token count of the last line read, row dicts, the index after
-        the last line read): one line and its dicts, or (as columns, no dicts) every
-        line from ``index`` up to the next one the parser must read itself."""
+        the last line read): every line from ``index`` up to the next one the parser
+        must read itself, as their dicts or (as columns) no dicts. The state the
+        parser reads a line in is the same for every such line (plain rows of one
+        table), so each need not come back to it."""
         skip = run.params.get("per_iter_skip") if "i_p99" in layout.half else None
         columnar = len(run.rows) >= KEEP_ROWS and _lines.read_rows_columns is not None
         key = self.key
@@ -965,8 +924,18 @@ class _NativeRows:
                 stop -= 1
             self.read_to = self.ends[stop - 1]
             return self.fields[stop - 1], (), self.start + stop
-        read = None if self.dicts is None else self.dicts[at]
-        return None if read is None else (read[0], read[1], index + 1)
+        dicts = self.dicts
+        if dicts is None or dicts[at] is None:
+            return None
+        end = at + 1
+        while end < len(dicts) and dicts[end] is not None:
+            end += 1
+        if end == at + 1:
+            fields, rows = cast("tuple[int, tuple[dict[str, Any], ...]]", dicts[at])
+            return fields, rows, index + 1
+        read = cast("list[tuple[int, tuple[dict[str, Any], ...]]]", dicts[at:end])
+        rows = tuple(row for _, each in read for row in each)
+        return read[-1][0], rows, self.start + end
 
     def _read(
         self, index: int, run: Run, layout: Layout, skip: str | None, columnar: bool
@@ -1047,16 +1016,6 @@ def rows_short_of(run: Run) -> str | None:
 
 
 _STEP = re.compile(r"^(?P<n>\d{1,19})\((?P<kind>factor|bytes)\)$", re.ASCII)
-
-
-def _is_benchmark_command(stripped: str) -> bool:
-    """Whether a line that names a ``*_perf`` binary is the command line that ran
-    a benchmark (`./all_reduce_perf -b 8 ...`), not a `#` line about it."""
-    return (
-        not stripped.startswith("#")
-        and benchmark_binary(stripped) is not None
-        and is_command(stripped)
-    )
 
 
 def _cut_message(line: Line) -> str:
