@@ -10,6 +10,7 @@ together are a :class:`CheckConfigError`, raised before anything is read.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import os
@@ -32,6 +33,7 @@ from ncclparse.inputs.points import (
 )
 from ncclparse.parsers import ParseResult
 from ncclparse.store.history import history_exists, scan_history, source_keys
+from ncclparse.store.spool import Spool
 
 if TYPE_CHECKING:
     from ncclparse.efficiency import HardwareOptions
@@ -117,45 +119,49 @@ def check(
     where = None if history is None else os.fspath(history)
     name = _history_name(where, first_night)
     started = time.monotonic()
-    points = PointTable(CHECK_LIMITS)
-    parsed, failures, notes = read_inputs(
-        (os.fspath(i) for i in inputs),
-        filters=filters,
-        jobs=jobs,
-        on_batch=points.add,
-        on_notes=on_notes,
-        progress=progress,
-    )
-    parsed, merged = _merged(parsed, points)
-    if on_parsed is not None:
-        on_parsed(parsed, failures)
-    view = None
-    if where is not None:
-        view = scan_history(
-            where,
-            since=window_start(rules.history, today),
-            with_tags=bool(tags),
-            missing_ok=first_night,
+    # Without a report, the points of many rows wait in a temporary file and are
+    # judged batch by batch as they are read back: memory holds one batch of them.
+    with contextlib.nullcontext() if report_rows else Spool() as spool:
+        points = PointTable(CHECK_LIMITS, spool)
+        parsed, failures, notes = read_inputs(
+            (os.fspath(i) for i in inputs),
+            filters=filters,
+            jobs=jobs,
+            on_batch=points.add,
+            on_notes=on_notes,
+            progress=progress,
         )
-    try:
-        result = judge(
-            parsed,
-            rules,
-            input_failures=failures,
-            input_notes=notes,
-            history=view,
-            tags=tags,
-            first_night=first_night,
-            history_name=name,
-            input_keys=source_keys(parsed),
-            today=today,
-            hardware=hardware,
-            expect_history=expect_history,
-            merged_runs=frozenset(merged),
-            report_rows=report_rows,
-        )
-    except ProfileError as exc:  # a bad hardware option
-        raise CheckConfigError(str(exc)) from exc
+        parsed, merged = _merged(parsed, points)
+        if on_parsed is not None:
+            on_parsed(parsed, failures)
+        view = None
+        if where is not None:
+            view = scan_history(
+                where,
+                since=window_start(rules.history, today),
+                with_tags=bool(tags),
+                missing_ok=first_night,
+            )
+        try:
+            result = judge(
+                parsed,
+                rules,
+                input_failures=failures,
+                input_notes=notes,
+                history=view,
+                tags=tags,
+                first_night=first_night,
+                history_name=name,
+                input_keys=source_keys(parsed, spool if points.spooled else None),
+                today=today,
+                hardware=hardware,
+                expect_history=expect_history,
+                merged_runs=frozenset(merged),
+                report_rows=report_rows,
+                spooled=spool.batches() if spool and points.spooled else None,
+            )
+        except ProfileError as exc:  # a bad hardware option
+            raise CheckConfigError(str(exc)) from exc
     result = dataclasses.replace(result, seconds=time.monotonic() - started)
     return CheckRun(parsed, tuple(failures), tuple(notes), result)
 
