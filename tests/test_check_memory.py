@@ -3,12 +3,16 @@ runs judged in batches (docs/robustness.md, "Memory")."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
+import tempfile
 from pathlib import Path
 
 import pytest
+from click.testing import CliRunner
 
 import ncclparse
+from ncclparse.cli.app import cli
 from ncclparse.health import check as judging
 from ncclparse.health import nightly
 from ncclparse.health.rules import DEFAULT_RULES
@@ -85,6 +89,67 @@ def test_outputs_read_only_the_columns_kept_for_them(
     # The busbw and efficiency samples are made of the rows kept.
     prometheus = _outputs(every, tmp_path)[tmp_path / "check.prom"]
     assert "ncclparse_busbw_bytes_per_second{" in prometheus
+
+
+def _logs_of_many_rows(directory: Path) -> list[Path]:
+    """Twelve real logs, three of them three times slower, and a sweep repeated
+    (its repeats merged): 62 rows each but the repeated one's 124."""
+    healthy = _derive.healthy()
+    slow = _derive.scale(healthy, lambda _size: 3.0)
+    texts = [slow if i % 4 == 0 else healthy for i in range(12)]
+    texts.insert(5, _derive.repeat_sweep(healthy, 2))
+    paths = []
+    for i, text in enumerate(texts):
+        paths.append(directory / f"n{i:02d}.log")
+        paths[-1].write_text(text)
+    return paths
+
+
+def test_points_judged_from_the_temporary_file_give_the_same_outputs(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Past CHECK_LIMITS' rows, a check without a report judges the points read
+    back from a temporary file, batch by batch: the same cases and outputs as the
+    points held in memory (with a report), and the repeated sweep's runs merged
+    and said so alike."""
+    paths = _logs_of_many_rows(tmp_path)
+    monkeypatch.setattr(nightly, "CHECK_LIMITS", (200, 1_000))
+    monkeypatch.setattr(judging, "JUDGE_ROWS", 3 * 62)
+    held = nightly.check(paths, report_rows=True)
+    spooled = nightly.check(paths, report_rows=False)
+    assert held.parsed.measurements.num_rows == 12 * 62 + 62  # the repeats merged
+    assert spooled.parsed.measurements.num_rows == 0  # they were in the file
+    assert spooled.parsed.runs.equals(held.parsed.runs)
+    [merged] = [w for ws in held.parsed.runs["warnings"].to_pylist() for w in ws]
+    assert merged.startswith("124 measurements of 62 points (a sweep repeated)")
+    assert [c.message for c in spooled.result.cases] == [
+        c.message for c in held.result.cases
+    ]
+    slow = [str(tmp_path / f"n{i:02d}.log") for i in (0, 4, 9)]
+    failed = [(c.rule, c.source) for c in spooled.result.failures]
+    assert failed == [("cohort", source) for source in slow] * 2  # two placements
+    untimed = [dataclasses.replace(r.result, seconds=0.0) for r in (spooled, held)]
+    assert _outputs(untimed[0], tmp_path) == _outputs(untimed[1], tmp_path)
+
+
+def test_a_temporary_file_that_cannot_be_written_is_no_traceback(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """No temporary directory for the points of many rows: an infrastructure
+    error (exit 4) saying to set TMPDIR, and failing outputs."""
+    paths = _logs_of_many_rows(tmp_path)
+    monkeypatch.setattr(nightly, "CHECK_LIMITS", (200, 1_000))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "gone"))
+    junit = tmp_path / "check.xml"
+    done = CliRunner().invoke(
+        cli, ["check", "-q", *map(str, paths), "--junit", str(junit)]
+    )
+    assert done.exit_code == 4, done.output
+    assert done.exception is None or isinstance(done.exception, SystemExit)
+    said = "cannot keep the parsed rows in a temporary file"
+    assert said in done.output
+    assert "set TMPDIR to a directory with free space" in done.output
+    assert said in junit.read_text()
 
 
 def _outputs(result: judging.CheckResult, out: Path) -> dict[Path, str]:

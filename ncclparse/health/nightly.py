@@ -10,7 +10,6 @@ together are a :class:`CheckConfigError`, raised before anything is read.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime as dt
 import os
@@ -33,7 +32,6 @@ from ncclparse.inputs.points import (
 )
 from ncclparse.parsers import ParseResult
 from ncclparse.store.history import history_exists, scan_history, source_keys
-from ncclparse.store.spool import Spool
 
 if TYPE_CHECKING:
     from ncclparse.efficiency import HardwareOptions
@@ -106,11 +104,16 @@ def check(
     sources to parse and returns a :class:`~ncclparse.inputs.progress.Progress` (or
     None), closed when parsing ends; ``on_parsed`` receives the parse result and the
     failed inputs, before the history is read. ``report_rows``: keep every column
-    of the analysed rows for a report (see :func:`ncclparse.health.check.check`).
+    of the analysed rows for a report (see :func:`ncclparse.health.check.check`);
+    without it, inputs of more rows than CHECK_LIMITS allow are judged from a
+    temporary file (``TMPDIR``), batch by batch, and the measurements of
+    :attr:`CheckRun.parsed` are left empty.
 
     Raises CheckConfigError for ``first_night`` without ``history``, a ``history``
     that does not exist without ``first_night``, or a bad ``hardware`` option;
-    HistoryError (:mod:`ncclparse.store.history`) when the history cannot be read.
+    HistoryError (:mod:`ncclparse.store.history`) when the history cannot be read;
+    SpoolError (:mod:`ncclparse.store.spool`) when the temporary file cannot be
+    written.
 
     >>> run = ncclparse.check(["logs/"], history="/data/history")  # doctest: +SKIP
     >>> run.passed, [c.message for c in run.result.failures]  # doctest: +SKIP
@@ -121,8 +124,7 @@ def check(
     started = time.monotonic()
     # Without a report, the points of many rows wait in a temporary file and are
     # judged batch by batch as they are read back: memory holds one batch of them.
-    with contextlib.nullcontext() if report_rows else Spool() as spool:
-        points = PointTable(CHECK_LIMITS, spool)
+    with PointTable(CHECK_LIMITS, spill=not report_rows) as points:
         parsed, failures, notes = read_inputs(
             (os.fspath(i) for i in inputs),
             filters=filters,
@@ -152,13 +154,13 @@ def check(
                 tags=tags,
                 first_night=first_night,
                 history_name=name,
-                input_keys=source_keys(parsed, spool if points.spooled else None),
+                input_keys=source_keys(parsed, points.spool),
                 today=today,
                 hardware=hardware,
                 expect_history=expect_history,
                 merged_runs=frozenset(merged),
                 report_rows=report_rows,
-                spooled=spool.batches() if spool and points.spooled else None,
+                spooled=None if points.spool is None else points.spool.batches(),
             )
         except ProfileError as exc:  # a bad hardware option
             raise CheckConfigError(str(exc)) from exc

@@ -27,6 +27,8 @@ from ncclparse import schema
 from ncclparse.errors import NcclParseError
 
 if TYPE_CHECKING:
+    from types import TracebackType
+
     from ncclparse.store.spool import Spool
 
 __all__ = [
@@ -84,17 +86,20 @@ class PointTable:
     raises TooManyPoints (not ``add``: the parser would take it for one input's
     error).
 
-    With ``spool``, once merging starts the points of each run that has ended are
-    written to it (as measurements) rather than kept: memory holds the open run's
-    points, not every run's. :meth:`table` then writes the last run's points there
-    too and gives no rows: the points are the spool's (:attr:`spooled`), in order.
+    With ``spill``, once merging starts the points of each run that has ended are
+    written to a temporary file, :attr:`spool` (as measurements), rather than kept:
+    memory holds the open run's points, not every run's. :meth:`table` then writes
+    the last run's points there too and gives no rows: the points are the spool's,
+    in order. :meth:`close` (or ``with``) removes the file. Raises SpoolError
+    (:mod:`ncclparse.store.spool`) when it cannot be written.
     """
 
     def __init__(
-        self, limits: tuple[int, int] = ANALYZE_LIMITS, spool: Spool | None = None
+        self, limits: tuple[int, int] = ANALYZE_LIMITS, spill: bool = False
     ) -> None:
         self.exact_rows, self.max_points = limits
-        self._spool = spool
+        self._spill = spill
+        self.spool: Spool | None = None  # created once merging starts
         # (rows, points) of the merged runs whose points went to the spool.
         self._spooled_runs: dict[tuple[str, int], tuple[int, int]] = {}
         self._chunks: list[pa.Table] = []
@@ -127,10 +132,20 @@ class PointTable:
     def merged(self) -> bool:
         return self._open is not None
 
-    @property
-    def spooled(self) -> bool:
-        """True when the points are in the spool, not in :meth:`table`."""
-        return self._spool is not None and self.merged
+    def close(self) -> None:
+        if self.spool is not None:
+            self.spool.close()
+
+    def __enter__(self) -> PointTable:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
 
     @property
     def _open_rows(self) -> int:
@@ -150,7 +165,7 @@ class PointTable:
                 self._chunks or [_with_seq(schema.MEASUREMENTS_SCHEMA).empty_table()]
             )
             return rows.drop_columns(["seq"])
-        if self._spool is not None:
+        if self._spill:
             self._merge()
             assert self._open is not None
             self._settle(self._open)
@@ -202,12 +217,16 @@ class PointTable:
 
     def _settle(self, ended: pa.Table) -> None:
         """Keep the final points of ``ended`` runs, or write them to the spool."""
-        if self._spool is None:
+        if not self._spill:
             self._done.append(ended)
             return
+        if self.spool is None:
+            from ncclparse.store.spool import Spool
+
+            self.spool = Spool()
         self._spooled_runs.update(_merged_runs(ended))
         for batch in _points(ended).to_batches():
-            self._spool.write(batch)
+            self.spool.write(batch)
 
 
 def _merged_runs(state: pa.Table) -> dict[tuple[str, int], tuple[int, int]]:
