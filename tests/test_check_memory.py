@@ -7,6 +7,7 @@ import dataclasses
 import gzip
 import tempfile
 from pathlib import Path
+from typing import cast
 
 import pytest
 from click.testing import CliRunner
@@ -120,7 +121,7 @@ def test_points_judged_from_the_temporary_file_give_the_same_outputs(
     assert held.parsed.measurements.num_rows == 12 * 62 + 62  # the repeats merged
     assert spooled.parsed.measurements.num_rows == 0  # they were in the file
     assert spooled.parsed.runs.equals(held.parsed.runs)
-    warnings: list[list[str]] = held.parsed.runs["warnings"].to_pylist()
+    warnings = cast("list[list[str]]", held.parsed.runs["warnings"].to_pylist())
     [merged] = [w for ws in warnings for w in ws]
     assert merged.startswith("124 measurements of 62 points (a sweep repeated)")
     assert [c.message for c in spooled.result.cases] == [
