@@ -457,9 +457,17 @@ def _facts(runs: pa.Table) -> dict[tuple[str, int], dict[str, Any]]:
     for every run."""
     columns = [runs[name].to_pylist() for name in ("source", "run", "hosts", "devices")]
     return {
-        (sys.intern(source), run): {"hosts": hosts, "devices": devices}
+        (sys.intern(source), run): {
+            "hosts": _shared(hosts),
+            "devices": _shared(devices),
+        }
         for source, run, hosts, devices in zip(*columns, strict=True)
     }
+
+
+def _shared(names: list[str | None]) -> tuple[str | None, ...]:
+    """``names`` interned: the runs of a fleet share the names of its hosts."""
+    return tuple(name if name is None else sys.intern(name) for name in names)
 
 
 def _judge_batch(
