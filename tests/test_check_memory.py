@@ -1,5 +1,6 @@
 """``check`` in bounded memory: a point's repeats merged as ``report`` merges them,
-runs judged in batches (docs/robustness.md, "Memory")."""
+runs judged in batches, without a report the points of many logs read back from a
+temporary file (docs/robustness.md, "Memory")."""
 
 from __future__ import annotations
 
@@ -197,12 +198,14 @@ def test_memory_of_check_of_a_compressed_repeated_sweep_is_bounded(
 
 # KB of peak memory per more log of 62 rows, from 2,500 to 5,000 logs, measured on
 # the 2-core machine with `ncclparse check -q DIR --junit --json`: 206 KB before the
-# judging in batches (677 and 1,180 MB, when blame read one frame of every row and
-# the outputs kept every column of it), 77 to 129 KB after, run to run (436 to 437
-# and 626 to 784 MB): about 28 KB of it is kept (the rows as Arrow, the cases, the
-# rows the outputs read); the rest is what the allocators keep of the batches
-# judged, which varies with the machine's load.
-PER_LOG_KB = 150
+# judging in batches, 77 to 129 KB run to run with the parsed rows held in memory
+# (83 KB on 2026-11-28: 441 and 643 MB), 32 KB (353 and 432 MB) once the points wait
+# in a temporary file and each run keeps only what the cases across runs read (its
+# hosts, devices and points as arrays). Of those 32 KB about 13 KB are Python
+# objects (cases, the blame summary, the points) and 4 KB the rows the outputs
+# read; the rest is what the allocator keeps of the batches judged, which varies
+# with the machine's load.
+PER_LOG_KB = 60
 
 
 def _check_command_peak_mb(directory: Path, out: Path) -> float:
