@@ -139,6 +139,15 @@ def spread(
     count on each of its rows)."""
     repeats = np.array(counts, np.int64)
     n = int(repeats.sum())
+    if values and type == pa.string() and {_type_of(v) for v in values} <= _KINDS[type]:
+        # The runs of a batch share a few strings (its source, tool, device): each
+        # distinct one is encoded once, not once a run.
+        code_of: dict[str | None, int] = {}
+        each = [code_of.setdefault(v, len(code_of)) for v in values]
+        distinct = list(code_of)
+        array(distinct, type)  # array()'s rules for the values, or its error
+        run_codes = np.array(each, np.int32)
+        return from_codes(distinct, np.repeat(run_codes, repeats).tobytes(), n)
     codes = np.repeat(np.arange(len(values), dtype=np.int32), repeats)
     one_each = array(values, type)  # array()'s rules for the values, or its error
     if type == pa.string():

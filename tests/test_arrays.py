@@ -216,3 +216,29 @@ def test_spread_repeats_each_value(
     expected = [v for v, n in zip(values, counts, strict=True) for _ in range(n)]
     assert built.type == type_
     assert built.equals(pa.array(expected, type=type_))
+
+
+@settings(deadline=None)  # what it checks is the column, not how long it takes
+@given(
+    st.lists(
+        st.one_of(st.none(), st.sampled_from(["a", "bb", "\u00e9", "", "a\x00"])),
+        min_size=1,
+        max_size=12,
+    ),
+    st.data(),
+)
+def test_spread_of_strings_several_runs_share(
+    values: list[str | None], data: st.DataObject
+) -> None:
+    """The runs of a batch share their source, tool and device: equal strings
+    among the values (each encoded once) give the same column as distinct ones."""
+    size = len(values)
+    counts = data.draw(st.lists(st.integers(0, 4), min_size=size, max_size=size))
+    built = spread(values, pa.string(), counts)
+    expected = [v for v, n in zip(values, counts, strict=True) for _ in range(n)]
+    assert built.equals(pa.array(expected, type=pa.string()))
+
+
+def test_spread_of_strings_refuses_what_array_refuses() -> None:
+    with pytest.raises(UnicodeEncodeError, match="surrogates not allowed"):
+        spread(["a", "\ud800", "a"], pa.string(), [1, 2, 1])

@@ -541,6 +541,24 @@ def test_rows_are_range_checked_unless_the_reader_checked_them() -> None:
     assert native.warnings.texts() == []
 
 
+def test_rows_added_are_counted_for_the_range_check_only_when_beyond_a_column() -> None:
+    """A run counts the rows added that in_range must drop (each integer checked
+    as the row is added), so a run whose rows all fit is not read again row by row;
+    the bounds are the column's type's, both ends included."""
+    run = _model.Run(tool="nccl-tests", first_line=1)
+    fits = {"line": 3, "size_bytes": 2**63 - 1, "root": -(2**31), "count": None}
+    run.add_row(fits)
+    assert run.unchecked == 0
+    for name, value in (("root", 2**31), ("size_bytes", -(2**63) - 1)):
+        run.add_row({"line": 4, "placement": "in-place", name: value})
+    assert run.unchecked == 2
+    assert _model.in_range(run, run.rows) == [fits]
+    assert run.warnings.texts() == [
+        "line 4: root out of range: row not read",
+        "line 4: size_bytes out of range: row not read",
+    ]
+
+
 _A3MEGA = "repo-ztan-a3mega_allreduce_16rank_2node_h100_complete.log"
 
 

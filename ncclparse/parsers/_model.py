@@ -177,8 +177,9 @@ class Run:
     rows: list[dict[str, Any]] = field(default_factory=list)
     spill: RowSpill | None = None  # the rows after the first KEEP_ROWS
     copy: int | None = None  # this run's copy index in a shared spill
-    # Rows added whose integers nobody has checked against their column's type
-    # (in_range); the native row reader's are checked before they are made.
+    # Rows added holding an integer beyond its column's type, which in_range drops:
+    # the native row reader's are checked before they are made, the others as they
+    # are added (a count, so that a run without any is not read again row by row).
     unchecked: int = 0
     # Every row's collective, set when the run ends, for rows that do not name one.
     rows_collective: str | None = None
@@ -204,7 +205,7 @@ class Run:
         """Append a measurement row; beyond KEEP_ROWS rows they go to a spill file.
         ``in_range``: its integers are known to fit their columns (see in_range)."""
         self.rows.append(row)
-        if not in_range:
+        if not in_range and _beyond_columns(row):
             self.unchecked += 1
         if len(self.rows) >= KEEP_ROWS + SPILL_ROWS:
             self.seal_rows()
@@ -269,6 +270,10 @@ _INT_BITS = {
 
 
 _ROW_INTS = tuple(name for name in schema.MEASUREMENT_COLUMNS if name in _INT_BITS)
+_ROW_INT_BOUNDS = tuple(
+    (name, -(2 ** (_INT_BITS[name] - 1)), 2 ** (_INT_BITS[name] - 1))
+    for name in _ROW_INTS
+)
 
 
 def in_range(run: Run, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -286,6 +291,15 @@ def in_range(run: Run, rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
         else:
             kept.append(row)
     return kept
+
+
+def _beyond_columns(row: dict[str, Any]) -> bool:
+    """Whether ``row`` holds an integer its column's type cannot hold."""
+    for name, low, high in _ROW_INT_BOUNDS:
+        value = row.get(name)
+        if isinstance(value, int) and not low <= value < high:
+            return True
+    return False
 
 
 def _column_out_of_range(name: str, rows: list[dict[str, Any]]) -> bool:

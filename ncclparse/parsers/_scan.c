@@ -1063,9 +1063,39 @@ set_number(PyObject *dict, int key, int present, double value)
     return rc;
 }
 
-/* The row dicts of a read line, in the order _row inserts their keys. */
+/* A row dict of block b with every key in the order _row inserts them: the values
+ * that are the same on every row of the read (placement, cputime, iter_skipped)
+ * set, the others None. Each row dict is a copy of it with its own values put in
+ * place, which costs much less than inserting 20 keys into a new dict (and growing
+ * its table twice on the way). */
 static PyObject *
-row_dicts(PyObject *number, const Row *row, const Spec *spec)
+row_template(const Spec *spec, Py_ssize_t b)
+{
+    PyObject *dict = PyDict_New();
+    if (dict == NULL)
+        return NULL;
+    for (int key = 0; key < K_KEYS; key++) {
+        PyObject *value = NULL;
+        if (key == K_PLACEMENT)
+            value = PyTuple_GET_ITEM(spec->placements, b);
+        else if (key == K_CPUTIME)
+            value = spec->cputime ? Py_True : Py_False;
+        else if (key == K_ITER_SKIPPED) {
+            if (spec->iter_skipped == NULL || !spec->has[M_IP99])
+                break;
+            value = spec->iter_skipped;
+        }
+        if (set_item(dict, key, value) < 0) {
+            Py_DECREF(dict);
+            return NULL;
+        }
+    }
+    return dict;
+}
+
+/* The row dicts of a read line (copies of the read's templates, one a block). */
+static PyObject *
+row_dicts(PyObject *number, const Row *row, const Spec *spec, PyObject *const *templates)
 {
     Py_ssize_t printed = 0;
     for (Py_ssize_t b = 0; b < spec->blocks; b++)
@@ -1082,26 +1112,23 @@ row_dicts(PyObject *number, const Row *row, const Spec *spec)
         const Block *block = &row->blocks[b];
         if (!block->printed)
             continue;
-        PyObject *dict = PyDict_New();
+        PyObject *dict = PyDict_Copy(templates[b]);
         if (dict == NULL)
             goto done;
         PyTuple_SET_ITEM(dicts, filled++, dict);
         if (set_item(dict, K_LINE, number) < 0 ||
-            set_item(dict, K_PLACEMENT, PyTuple_GET_ITEM(spec->placements, b)) < 0 ||
             set_item(dict, K_REPORTED, size) < 0 || set_item(dict, K_SIZE, size) < 0 ||
             set_item(dict, K_COUNT, count) < 0 ||
             set_item(dict, K_DTYPE, row->dtype) < 0 ||
-            set_item(dict, K_REDOP, row->redop) < 0 || set_item(dict, K_ROOT, root) < 0)
+            (row->redop != NULL && set_item(dict, K_REDOP, row->redop) < 0) ||
+            (row->has_root && set_item(dict, K_ROOT, root) < 0))
             goto done;
         for (int m = 0; m < M_KINDS; m++)
-            if (set_number(dict, METRIC_KEY[m], block->present[m], block->values[m]) < 0)
+            if (block->present[m] &&
+                set_number(dict, METRIC_KEY[m], 1, block->values[m]) < 0)
                 goto done;
-        if (set_item(dict, K_WRONG_KIND, block->wrong_kind) < 0 ||
-            set_item(dict, K_CPUTIME, spec->cputime ? Py_True : Py_False) < 0 ||
-            set_item(dict, K_TIMESTAMP, NULL) < 0)
-            goto done;
-        if (spec->iter_skipped != NULL && spec->has[M_IP99] &&
-            set_item(dict, K_ITER_SKIPPED, spec->iter_skipped) < 0)
+        if (block->wrong_kind != NULL && block->wrong_kind != Py_None &&
+            set_item(dict, K_WRONG_KIND, block->wrong_kind) < 0)
             goto done;
     }
     result = Py_BuildValue("(nO)", row->tokens, dicts);
@@ -1153,12 +1180,20 @@ read_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (out == NULL)
         return NULL;
     Recent recent = {0};
+    PyObject *templates[2] = {NULL, NULL}; /* made at the first row read */
     for (Py_ssize_t i = start; i < stop; i++) {
         Row row;
         int read = parse_line(PyList_GET_ITEM(args[1], i), &spec, &row, &recent);
         PyObject *item = NULL;
+        if (read == 1 && templates[0] == NULL) {
+            for (Py_ssize_t b = 0; b < spec.blocks && read == 1; b++)
+                if ((templates[b] = row_template(&spec, b)) == NULL)
+                    read = -1;
+            if (read < 0)
+                Py_CLEAR(row.redop);
+        }
         if (read == 1) {
-            item = row_dicts(PyList_GET_ITEM(args[0], i), &row, &spec);
+            item = row_dicts(PyList_GET_ITEM(args[0], i), &row, &spec, templates);
             Py_XDECREF(row.redop);
         }
         else if (read == 0) {
@@ -1166,14 +1201,15 @@ read_rows(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         }
         if (item == NULL || PyList_Append(out, item) < 0) {
             Py_XDECREF(item);
-            Py_DECREF(out);
-            forget(&recent);
-            return NULL;
+            Py_CLEAR(out);
+            break;
         }
         Py_DECREF(item);
         if (read == 0)
             break; /* the parser reads it, and may change what the rest means */
     }
+    Py_XDECREF(templates[0]);
+    Py_XDECREF(templates[1]);
     forget(&recent);
     return out;
 }
