@@ -8,6 +8,12 @@ from typing import cast
 import pyarrow as pa
 import pytest
 from click.testing import CliRunner
+from hypothesis import settings
+
+# No property test has a deadline: a wall-clock limit is not what they check, and on
+# a loaded 2-core machine hypothesis failed slow examples (then printed huge inputs).
+settings.register_profile("ncclparse", deadline=None)
+settings.load_profile("ncclparse")
 
 FIXTURES = Path(__file__).parent / "fixtures"
 NCCL_LOGS = sorted((FIXTURES / "nccl").glob("*.log"))

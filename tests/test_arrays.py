@@ -69,7 +69,7 @@ def test_every_column_type_of_the_result_tables_is_covered() -> None:
 
 
 @pytest.mark.parametrize("type_", list(STRATEGIES), ids=str)
-@settings(max_examples=60, deadline=None)
+@settings(max_examples=60)
 @given(data=st.data())
 def test_built_arrays_are_pa_arrays(type_: pa.DataType, data: st.DataObject) -> None:
     values = data.draw(st.lists(STRATEGIES[type_], max_size=12))
@@ -218,7 +218,6 @@ def test_spread_repeats_each_value(
     assert built.equals(pa.array(expected, type=type_))
 
 
-@settings(deadline=None)  # what it checks is the column, not how long it takes
 @given(
     st.lists(
         st.one_of(st.none(), st.sampled_from(["a", "bb", "\u00e9", "", "a\x00"])),

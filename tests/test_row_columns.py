@@ -16,7 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 import pytest
-from hypothesis import example, given, settings
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from ncclparse._arrays import array
@@ -75,9 +75,6 @@ def _fits(type_: pa.DataType, value: Any) -> bool:
 
 @pytest.mark.skipif(NATIVE is None, reason="no native extension")
 @given(_ROWS)
-# No deadline: a loaded machine's first call (imports, the extension's first use)
-# is slow, and time is not what this property is about.
-@settings(deadline=None)
 @example([{"size_bytes": True}, {"size_bytes": 8}])
 @example([{"root": 2**31}, {"root": -1}])
 @example([{"time_us": 2**1030}, {"time_us": 1.5}])
