@@ -14,9 +14,13 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
+import ncclparse
 from ncclparse.cli.app import cli
+from ncclparse.health import check as judging
+from ncclparse.health.check import check
+from ncclparse.health.rules import DEFAULT_RULES
 from ncclparse.inputs import points
-from ncclparse.report import context
+from ncclparse.report import build_context, context, render_report
 from tests import _derive
 from tests.test_memory import peak_rss_mb
 
@@ -139,6 +143,37 @@ def test_report_and_check_report_draw_the_same_page(pages: dict[str, str]) -> No
     assert '<section id="checks">' not in report
     cases = _section(checked, "checks")
     assert cases.count("cohort</span>") == 4  # two pairs, both placements
+
+
+@pytest.mark.parametrize("checked", [False, True], ids=["report", "check"])
+def test_a_night_judged_in_batches_is_the_page_judged_at_once(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path, checked: bool
+) -> None:
+    """Runs analysed and judged in batches of whole runs (as check judges them),
+    the sections' runs analysed again on their own, give the page of every run
+    analysed at once, byte for byte: the overview, the cohort's verdicts, the
+    sections of the most telling runs (the slow pair among them) and the cases."""
+    night = tmp_path / "night"
+    _derive.fleet_night(night, 30, {(0, 5): 1.4, (0, 20): 1.4})
+    result = ncclparse.parse_many([str(p) for p in sorted(night.rglob("*.log"))])
+    found = None if not checked else check(result, DEFAULT_RULES)
+    monkeypatch.setattr(context, "DETAILED_RUNS", 4)
+
+    def page() -> str:
+        return render_report(build_context(result, check=found))
+
+    at_once = page()
+    # 30 runs of 62 rows in batches of at most 400 rows: 6 runs each, 5 batches.
+    batches = list(judging.run_batches(result.measurements, result.runs))
+    assert len(batches) == 1
+    monkeypatch.setattr(judging, "JUDGE_ROWS", 400)
+    monkeypatch.setattr(context, "JUDGE_ROWS", 400)
+    batches = list(judging.run_batches(result.measurements, result.runs))
+    assert [b.num_rows for _, b in batches] == [6] * 5
+    assert page() == at_once
+    assert at_once.count('<section id="run') == 4
+    assert "node000-node005/all_reduce.log (run 0)</span></h2>" in at_once
+    assert '<a href="#overview-fail" class="badge bad">2 FAIL</a>' in at_once
 
 
 def test_check_report_past_the_limit_is_a_usage_error(
