@@ -200,6 +200,18 @@ def test_check_report_past_the_limit_is_a_usage_error(
     assert said in junit.read_text()
 
 
+def test_the_help_names_the_limit_report_applies() -> None:
+    """The limit in the help is the constant the command reads: 4,000,000 points,
+    what check takes too, so check --report refuses nothing check judges."""
+    assert points.REPORT_LIMITS[1] == points.CHECK_LIMITS[1] == 4_000_000
+    said = CliRunner().invoke(cli, ["report", "--help"], terminal_width=200).output
+    assert (
+        "when no input could be read, no page is written (an existing one is left "
+        "as it was), nor past 4,000,000 distinct measurement points (exit 2: far "
+        "more than a night's sweep)."
+    ) in " ".join(said.split())
+
+
 def _page_code(command: str, night: Path, page: Path) -> str:
     return (
         "import sys\n"
