@@ -441,9 +441,9 @@ def _judge(
 
 def _report_page(run: CheckRun, rules: Rules, hardware: HardwareOptions) -> str:
     """The page ``report`` draws of the check's inputs, with the check's sections:
-    its points analysed at once, as ``report`` does (the check judged them in
-    batches, keeping only what its outputs read). A usage error (exit 2) past the
-    points a report draws (REPORT_LIMITS, docs/robustness.md)."""
+    its points analysed in batches of runs, as ``report`` does (the check kept only
+    what its outputs read). A usage error (exit 2) past the points a report draws
+    (REPORT_LIMITS, docs/robustness.md; as many as a check takes, today)."""
     from ncclparse.inputs.points import REPORT_LIMITS
     from ncclparse.report import build_context, render_report
 

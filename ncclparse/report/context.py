@@ -30,6 +30,7 @@ from ncclparse.efficiency.algorithms import SHOWN
 from ncclparse.efficiency.hardware import HardwareOptions
 from ncclparse.efficiency.profile import HardwareProfile
 from ncclparse.formatting import format_bytes, series_label
+from ncclparse.health.blame import RunTimes, blame
 from ncclparse.health.cases import Case, run_named
 from ncclparse.health.check import (
     JUDGE_ROWS,
@@ -39,7 +40,7 @@ from ncclparse.health.check import (
 )
 from ncclparse.health.cohort import RULE as COHORT
 from ncclparse.health.cohort import Point
-from ncclparse.health.rules import DEFAULT_RULES, VerdictPolicy
+from ncclparse.health.rules import DEFAULT_RULES, BlamePolicy, VerdictPolicy
 from ncclparse.health.verdict import (
     JUDGED_COLUMNS,
     JUDGED_FIT_COLUMNS,
@@ -199,7 +200,7 @@ def build_context(
         verdict_counts=_verdict_counts(runs) if overview else (),
         small_multiples=() if charted else _small_multiples(overview),
         charts_per_block=charted,
-        pairs=_pairs(result, check),
+        pairs=_pairs(result, judged, check),
         details_left_out=len(runs) - len(shown),
     )
 
@@ -211,7 +212,8 @@ class _JudgedRuns:
     enough blocks for each its charts. ``assumptions`` and ``profiles``: the
     analysis' (of every batch, each once); ``whole``: the analysis itself when the
     runs were analysed at once (else a section's runs are analysed again);
-    ``points``: the per-size points the cohort cases read (when asked for)."""
+    ``points`` and ``times``: the per-size points the cohort cases read and the
+    median times host blame reads, gathered batch by batch (when asked for)."""
 
     listed: list[dict[str, Any]]
     blocks: list[list[Block]]
@@ -221,6 +223,7 @@ class _JudgedRuns:
     profiles: tuple[HardwareProfile, ...]
     whole: Analysis | None
     points: dict[tuple[Any, ...], tuple[Point, ...]]
+    times: RunTimes
 
 
 def _judged_runs(
@@ -235,7 +238,8 @@ def _judged_runs(
     split into blocks and judged (with its fits), in the batches of whole runs
     ``check`` judges in (:func:`ncclparse.health.check.run_batches`): of a batch,
     only each run's overview blocks and verdict (and, when ``cohort``, its cohort
-    points) are kept, so memory does not grow with the analysed rows of every run.
+    points and median times) are kept, so memory does not grow with the analysed
+    rows of every run.
     """
     listed: list[dict[str, Any]] = []
     blocks: list[list[Block]] = []
@@ -243,16 +247,17 @@ def _judged_runs(
     said: dict[str, None] = {}
     profiles: dict[HardwareProfile, None] = {}
     points: dict[tuple[Any, ...], tuple[Point, ...]] = {}
+    times = RunTimes()
     batches = (
-        ((analysis, result.runs),)
+        ((result.measurements, analysis, result.runs),)
         if analysis is not None
         else (
-            (analyze(measurements, hardware, runs), runs)
+            (measurements, analyze(measurements, hardware, runs), runs)
             for measurements, runs in run_batches(result.measurements, result.runs)
         )
     )
     whole: Analysis | None = None
-    for analysed, runs in batches:
+    for measurements, analysed, runs in batches:
         mine = runs.to_pylist()
         found, judged = _judged_batch(mine, analysed, policy, len(listed))
         listed += mine
@@ -262,12 +267,21 @@ def _judged_runs(
         profiles |= dict.fromkeys(analysed.profiles)
         if cohort:
             points |= cohort_points(analysed.rows)
+            times.add(measurements)
         if analysis is not None or result.measurements.num_rows <= JUDGE_ROWS:
             whole = analysed  # the one batch
-        del analysed  # not held while the next batch is analysed
+        del measurements, analysed  # not held while the next batch is analysed
     charted = sum(len(b) for b in blocks) <= CHARTED_BLOCKS
     return _JudgedRuns(
-        listed, blocks, verdicts, charted, tuple(said), tuple(profiles), whole, points
+        listed,
+        blocks,
+        verdicts,
+        charted,
+        tuple(said),
+        tuple(profiles),
+        whole,
+        points,
+        times,
     )
 
 
@@ -539,10 +553,20 @@ def _detailed(
     return {runs[i][:2] for i in ordered[:DETAILED_RUNS]}
 
 
-def _pairs(result: ParseResult, check: CheckResult | None) -> Chart | None:
+def _pairs(
+    result: ParseResult, judged: _JudgedRuns, check: CheckResult | None
+) -> Chart | None:
     """The host x host heatmap of a pairwise sweep, the check's slow hosts (or the
-    default blame policy's) outlined; None for any other set of runs."""
-    found = pairwise_heatmap(result, ranked=None if check is None else check.hosts)
+    default blame policy's, from the median times ``judged`` gathered) outlined;
+    None for any other set of runs."""
+    if not is_pairwise(result.runs):
+        return None
+    ranked = (
+        check.hosts
+        if check is not None
+        else blame(judged.times.scores(result.runs), BlamePolicy())
+    )
+    found = pairwise_heatmap(result, ranked=ranked)
     if found is None:
         return None
     matrix, svg = found
