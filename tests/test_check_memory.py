@@ -1,14 +1,20 @@
 """``check`` in bounded memory: a point's repeats merged as ``report`` merges them,
-runs judged in batches (docs/robustness.md, "Memory")."""
+runs judged in batches, without a report the points of many logs read back from a
+temporary file (docs/robustness.md, "Memory")."""
 
 from __future__ import annotations
 
+import dataclasses
 import gzip
+import tempfile
 from pathlib import Path
+from typing import cast
 
 import pytest
+from click.testing import CliRunner
 
 import ncclparse
+from ncclparse.cli.app import cli
 from ncclparse.health import check as judging
 from ncclparse.health import nightly
 from ncclparse.health.rules import DEFAULT_RULES
@@ -87,6 +93,68 @@ def test_outputs_read_only_the_columns_kept_for_them(
     assert "ncclparse_busbw_bytes_per_second{" in prometheus
 
 
+def _logs_of_many_rows(directory: Path) -> list[Path]:
+    """Twelve real logs, three of them three times slower, and a sweep repeated
+    (its repeats merged): 62 rows each but the repeated one's 124."""
+    healthy = _derive.healthy()
+    slow = _derive.scale(healthy, lambda _size: 3.0)
+    texts = [slow if i % 4 == 0 else healthy for i in range(12)]
+    texts.insert(5, _derive.repeat_sweep(healthy, 2))
+    paths = []
+    for i, text in enumerate(texts):
+        paths.append(directory / f"n{i:02d}.log")
+        paths[-1].write_text(text)
+    return paths
+
+
+def test_points_judged_from_the_temporary_file_give_the_same_outputs(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Past CHECK_LIMITS' rows, a check without a report judges the points read
+    back from a temporary file, batch by batch: the same cases and outputs as the
+    points held in memory (with a report), and the repeated sweep's runs merged
+    and said so alike."""
+    paths = _logs_of_many_rows(tmp_path)
+    monkeypatch.setattr(nightly, "CHECK_LIMITS", (200, 1_000))
+    monkeypatch.setattr(judging, "JUDGE_ROWS", 3 * 62)
+    held = nightly.check(paths, report_rows=True)
+    spooled = nightly.check(paths, report_rows=False)
+    assert held.parsed.measurements.num_rows == 12 * 62 + 62  # the repeats merged
+    assert spooled.parsed.measurements.num_rows == 0  # they were in the file
+    assert spooled.parsed.runs.equals(held.parsed.runs)
+    warnings = cast("list[list[str]]", held.parsed.runs["warnings"].to_pylist())
+    [merged] = [w for ws in warnings for w in ws]
+    assert merged.startswith("124 measurements of 62 points (a sweep repeated)")
+    assert [c.message for c in spooled.result.cases] == [
+        c.message for c in held.result.cases
+    ]
+    slow = [str(tmp_path / f"n{i:02d}.log") for i in (0, 4, 9)]
+    failed = [(c.rule, c.source) for c in spooled.result.failures]
+    assert failed == [("cohort", source) for source in slow] * 2  # two placements
+    untimed = [dataclasses.replace(r.result, seconds=0.0) for r in (spooled, held)]
+    assert _outputs(untimed[0], tmp_path) == _outputs(untimed[1], tmp_path)
+
+
+def test_a_temporary_file_that_cannot_be_written_is_no_traceback(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """No temporary directory for the points of many rows: an infrastructure
+    error (exit 4) saying to set TMPDIR, and failing outputs."""
+    paths = _logs_of_many_rows(tmp_path)
+    monkeypatch.setattr(nightly, "CHECK_LIMITS", (200, 1_000))
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "gone"))
+    junit = tmp_path / "check.xml"
+    done = CliRunner().invoke(
+        cli, ["check", "-q", *map(str, paths), "--junit", str(junit)]
+    )
+    assert done.exit_code == 4, done.output
+    assert done.exception is None or isinstance(done.exception, SystemExit)
+    said = "cannot keep the parsed rows in a temporary file"
+    assert said in done.output
+    assert "set TMPDIR to a directory with free space" in done.output
+    assert said in junit.read_text()
+
+
 def _outputs(result: judging.CheckResult, out: Path) -> dict[Path, str]:
     """Every output of ``result`` but the report, at a fixed time."""
     return render_outputs(
@@ -130,12 +198,14 @@ def test_memory_of_check_of_a_compressed_repeated_sweep_is_bounded(
 
 # KB of peak memory per more log of 62 rows, from 2,500 to 5,000 logs, measured on
 # the 2-core machine with `ncclparse check -q DIR --junit --json`: 206 KB before the
-# judging in batches (677 and 1,180 MB, when blame read one frame of every row and
-# the outputs kept every column of it), 77 to 129 KB after, run to run (436 to 437
-# and 626 to 784 MB): about 28 KB of it is kept (the rows as Arrow, the cases, the
-# rows the outputs read); the rest is what the allocators keep of the batches
-# judged, which varies with the machine's load.
-PER_LOG_KB = 150
+# judging in batches, 77 to 129 KB run to run with the parsed rows held in memory
+# (83 KB on 2026-11-28: 441 and 643 MB), 32 KB (353 and 432 MB) once the points wait
+# in a temporary file and each run keeps only what the cases across runs read (its
+# hosts, devices and points as arrays). Of those 32 KB about 13 KB are Python
+# objects (cases, the blame summary, the points) and 4 KB the rows the outputs
+# read; the rest is what the allocator keeps of the batches judged, which varies
+# with the machine's load.
+PER_LOG_KB = 60
 
 
 def _check_command_peak_mb(directory: Path, out: Path) -> float:

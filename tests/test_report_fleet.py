@@ -17,6 +17,7 @@ from click.testing import CliRunner
 import ncclparse
 from ncclparse.cli.app import cli
 from ncclparse.health import check as judging
+from ncclparse.health import nightly
 from ncclparse.health.check import check
 from ncclparse.health.rules import DEFAULT_RULES
 from ncclparse.inputs import points
@@ -174,6 +175,31 @@ def test_a_night_judged_in_batches_is_the_page_judged_at_once(
     assert at_once.count('<section id="run') == 4
     assert "node000-node005/all_reduce.log (run 0)</span></h2>" in at_once
     assert '<a href="#overview-fail" class="badge bad">2 FAIL</a>' in at_once
+
+
+def test_check_report_of_merged_points_draws_them(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Past the rows a check keeps as they are, its points wait in a temporary file
+    unless a page is drawn: check --report keeps them, so its page has the runs'
+    points, the heatmap and the sections that report draws (it had none)."""
+    night = tmp_path / "night"
+    _derive.fleet_night(night, 12, {(0, 5): 1.4})
+    monkeypatch.setattr(nightly, "CHECK_LIMITS", (4, 4_000_000))
+    monkeypatch.setattr(context, "DETAILED_RUNS", 3)
+    pages = {}
+    for command, args in (("report", ["-o"]), ("check", ["--report"])):
+        page = tmp_path / f"{command}.html"
+        result = CliRunner().invoke(cli, [command, "-q", str(night), *args, str(page)])
+        assert result.exit_code in (0, 1), result.output
+        pages[command] = page.read_text()
+    overview = [_section(p, "overview") for p in pages.values()]
+    contents = re.compile(r"<nav.*?</nav>", re.S)
+    assert contents.sub("", overview[0]) == contents.sub("", overview[1])
+    assert "Pairs of hosts" in overview[1]
+    runs = re.compile(r'<section id="run\d+".*?</section>', re.S)
+    assert runs.findall(pages["check"]) == runs.findall(pages["report"])
+    assert "node000-node005/all_reduce.log (run 0)</span></h2>" in pages["check"]
 
 
 def test_check_report_past_the_limit_is_a_usage_error(

@@ -216,6 +216,7 @@ def check(
     from ncclparse.report.check_outputs import to_text, write_all
     from ncclparse.store.atomic import append_block
     from ncclparse.store.history import HistoryError
+    from ncclparse.store.spool import SpoolError
 
     push = None if pushgateway is None else _Push(pushgateway, pushgateway_job, tags)
     outputs = _Outputs(junit, json_path, prometheus, markdown, report_path, push)
@@ -254,7 +255,7 @@ def check(
         _on_termination(signal.SIG_DFL)
         os.kill(os.getpid(), stop.signum)
         raise
-    except (HistoryError, _OutputError) as exc:
+    except (HistoryError, SpoolError, _OutputError) as exc:
         _give_up(outputs, exc, EXIT_INFRASTRUCTURE)
     except Exception as exc:
         _give_up(outputs, exc)
@@ -417,6 +418,7 @@ def _judge(
             progress=echo.progress,
             on_parsed=echo.parsed,
             report_rows=False,  # the report analyses its points itself (_report_page)
+            keep_rows=outputs.report is not None,  # ... from the parsed rows
         )
     except CheckConfigError as exc:  # configuration: exit 2
         raise click.UsageError(str(exc)) from exc
@@ -478,8 +480,9 @@ def _give_up(
     """Replace the outputs by failing ones naming ``exc``; exit with ``status`` and
     one line."""
     from ncclparse.errors import NcclParseError
+    from ncclparse.store.spool import SpoolError
 
-    if isinstance(exc, NcclParseError | _OutputError):
+    if isinstance(exc, NcclParseError | SpoolError | _OutputError):
         message = str(exc)
     else:
         message = (

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+import sys
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
 
@@ -45,7 +46,7 @@ from ncclparse.health.cases import (
     run_named,
     sizes,
 )
-from ncclparse.health.cohort import Point, cohort_cases, points_of
+from ncclparse.health.cohort import PointArrays, cohort_cases, points_of
 from ncclparse.health.integrity import (
     baseline_cases,
     expect_cases,
@@ -73,7 +74,7 @@ from ncclparse.health.verdict import (
 from ncclparse.health.verdict import judged as judged_of
 from ncclparse.inputs.walk import Note
 from ncclparse.parsers import ParseResult
-from ncclparse.schema import BLOCK_KEYS, SERIES_KEYS
+from ncclparse.schema import BLOCK_KEYS, MEASUREMENTS_SCHEMA, SERIES_KEYS
 
 __all__ = ["Case", "CheckResult", "SizeMiss", "check", "error_result"]
 
@@ -172,6 +173,7 @@ def check(
     expect_history: bool = True,
     merged_runs: frozenset[tuple[str, int]] = frozenset(),
     report_rows: bool = True,
+    spooled: Iterable[pa.RecordBatch] | None = None,
 ) -> CheckResult:
     """Judge ``result`` (and inputs that failed to parse) against ``rules``.
 
@@ -192,10 +194,14 @@ def check(
     ``expect_history``, each shape of it must be present. The result's analysis
     keeps every column of the analysed rows (what a report draws) unless
     ``report_rows`` is False and the runs are judged in more than one batch: then
-    only :data:`OUTPUT_COLUMNS`, what the check's outputs read.
+    only :data:`OUTPUT_COLUMNS`, what the check's outputs read, and no fits.
+    ``spooled``: the measurements, when ``result.measurements`` does not hold
+    them, as record batches in the order of ``result.runs`` (a run's rows
+    together), read as the runs are judged (a check of many logs keeps them in a
+    temporary file: :class:`ncclparse.store.spool.Spool`).
     Raises ProfileError for bad hardware options.
     """
-    runs = {(r["source"], r["run"]): r for r in result.runs.to_pylist()}
+    runs = _facts(result.runs)
     cases = [input_case(exc) for exc in input_failures]
     # Threshold rules switched off are not judged; each is said in a skipped case.
     off = [r for r in rules.rules if not r.enabled]
@@ -220,16 +226,24 @@ def check(
             base = chosen.table
             lookup = _Lookup.of(base, rules.history.min_runs)
     times = RunTimes()  # what blame reads: a summary per run, batch by batch
+    measured: set[str] = set()  # the sources with rows
+    if spooled is None:
+        batches = _batches(result.measurements, result.runs)
+        measured.update(_sources(result.measurements))
+        several = result.measurements.num_rows > JUDGE_ROWS
+    else:
+        batches = _spooled_batches(spooled, result.runs, measured)
+        several = True
     judged = []
-    for batch in _batches(result.measurements, result.runs):
-        judge = _judge_batch(batch, runs, rules, lookup, hardware, merged_runs)
+    for batch in batches:
+        judge = _judge_batch(batch, rules, lookup, hardware, merged_runs)
         times.add(batch[0])
-        if not report_rows and result.measurements.num_rows > JUDGE_ROWS:
+        if not report_rows and several:
             judge = dataclasses.replace(judge, analysis=_for_outputs(judge.analysis))
         judged.append(judge)
     present = pd.concat([j.present for j in judged], ignore_index=True)
     cases += [c for j in judged for c in j.integrity]
-    cases += expect_cases(present, rules, [r["source"] for r in runs.values()])
+    cases += expect_cases(present, rules, [source for source, _ in runs])
     if base is not None and expect_history:
         cases += history_expect_cases(present, base, rules.history)
     cases += [c for j in judged for c in j.verdicts]
@@ -247,7 +261,6 @@ def check(
             cases.append(
                 switched_off_case("history", "[history]", rules.origin, "baseline")
             )
-        measured = set(pc.unique(result.measurements["source"]).to_pylist())
         logs = {source: key for source, key in keys.items() if source in measured}
         cases += stale_inputs_case(chosen, logs)
     cases += [c for j in judged for c in j.history]
@@ -287,7 +300,7 @@ class _Batch:
     history: list[Case]
     analysis: Analysis
     present: pd.DataFrame  # a summary per run (:func:`_present`)
-    points: dict[tuple[Any, ...], tuple[Point, ...]]  # per series (cohort.points_of)
+    points: dict[tuple[Any, ...], PointArrays]  # per series (cohort.points_of)
 
 
 _PRESENT = (*SERIES_KEYS, "size_bytes")
@@ -327,7 +340,8 @@ OUTPUT_COLUMNS = tuple(
 
 def _for_outputs(analysis: Analysis) -> Analysis:
     """``analysis`` with only the columns of its rows the outputs read, their
-    repeated text (read through key_text) as dictionaries."""
+    repeated text (read through key_text) as dictionaries, and no fits (the
+    outputs read none)."""
     rows = analysis.rows.select(
         [c for c in OUTPUT_COLUMNS if c in analysis.rows.column_names]
     )
@@ -335,7 +349,9 @@ def _for_outputs(analysis: Analysis) -> Analysis:
         if name in rows.column_names and pa.types.is_string(rows[name].type):
             at = rows.schema.get_field_index(name)
             rows = rows.set_column(at, name, pc.dictionary_encode(rows[name]))
-    return dataclasses.replace(analysis, rows=rows)
+    return dataclasses.replace(
+        analysis, rows=rows, fits=analysis.fits.schema.empty_table()
+    )
 
 
 _CODED_COLUMNS = ("source", "tool", "collective", "dtype", "redop", "placement")
@@ -350,6 +366,68 @@ def _batches(
     if measurements.num_rows <= JUDGE_ROWS:
         yield measurements, runs
         return
+    run_batch = _run_batches(runs)
+    count = int(run_batch[-1]) + 1
+    number = _batch_of_rows(runs, run_batch)(measurements)
+    order = np.argsort(number, kind="stable")  # by batch, in row order within each
+    starts = np.searchsorted(number[order], np.arange(count + 1))
+    del number  # held while the batches are judged: 8 bytes a row, not more
+    for at in range(count):
+        rows = order[starts[at] : starts[at + 1]]
+        yield measurements.take(rows), runs.take(np.flatnonzero(run_batch == at))
+
+
+def _spooled_batches(
+    spooled: Iterable[pa.RecordBatch], runs: pa.Table, measured: set[str]
+) -> Iterator[tuple[pa.Table, pa.Table]]:
+    """The batches of :func:`_batches`, their rows read from ``spooled`` (in the
+    order of ``runs``) as they come: memory holds the rows of one batch of runs,
+    not every row. ``measured`` is given the sources that have rows."""
+    run_batch = _run_batches(runs)
+    if not len(run_batch):  # no run to judge: only which sources have rows
+        for record in spooled:
+            measured.update(_sources(pa.Table.from_batches([record])))
+        return
+    count = int(run_batch[-1]) + 1
+    number_of = _batch_of_rows(runs, run_batch)
+    pending: dict[int, list[pa.Table]] = {}
+    at = 0  # the next batch to judge: every row of an earlier one was read
+
+    def take(at: int) -> tuple[pa.Table, pa.Table]:
+        parts = pending.pop(at, [])
+        rows = pa.concat_tables(parts).combine_chunks() if parts else None
+        mine = runs.take(np.flatnonzero(run_batch == at))
+        return rows if rows is not None else _EMPTY_ROWS, mine
+
+    for record in spooled:
+        rows = pa.Table.from_batches([record])
+        measured.update(_sources(rows))
+        number = number_of(rows)
+        found = np.unique(number[number >= 0])
+        if len(found) and found[0] < at:
+            raise ValueError("measurements out of the order of their runs")
+        for batch in found.tolist():
+            pending.setdefault(batch, []).append(
+                rows.take(np.flatnonzero(number == batch))
+            )
+        while len(found) and at < found[-1]:  # a later batch began: this one is whole
+            yield take(at)
+            at += 1
+    for last in range(at, count):
+        yield take(last)
+
+
+_EMPTY_ROWS = MEASUREMENTS_SCHEMA.empty_table()
+
+
+def _sources(measurements: pa.Table) -> list[str]:
+    """The sources of ``measurements``' rows, once each (never null: schema.md)."""
+    return cast("list[str]", pc.unique(measurements["source"]).to_pylist())
+
+
+def _run_batches(runs: pa.Table) -> npt.NDArray[np.int64]:
+    """Each run's batch: whole runs in the order of ``runs``, at most JUDGE_ROWS
+    rows a batch unless one run has more."""
     counts = runs["rows"].to_numpy(zero_copy_only=False).astype(np.int64)
     batch_of: list[int] = []
     batch, filled = 0, 0
@@ -358,22 +436,16 @@ def _batches(
             batch, filled = batch + 1, 0
         batch_of.append(batch)
         filled += count
-    run_batch = np.asarray(batch_of, dtype=np.int64)
-    number = _batch_of_rows(measurements, runs, run_batch)
-    order = np.argsort(number, kind="stable")  # by batch, in row order within each
-    starts = np.searchsorted(number[order], np.arange(batch + 2))
-    del number  # held while the batches are judged: 8 bytes a row, not more
-    for at in range(batch + 1):
-        rows = order[starts[at] : starts[at + 1]]
-        yield measurements.take(rows), runs.take(np.flatnonzero(run_batch == at))
+    return np.asarray(batch_of, dtype=np.int64)
 
 
 def _batch_of_rows(
-    measurements: pa.Table, runs: pa.Table, run_batch: npt.NDArray[np.int64]
-) -> npt.NDArray[np.int64]:
-    """Each row's batch (``run_batch``: each run's), -1 for a row of no run in
-    ``runs``: runs found by number (source code and run), not by a join on text,
-    which for many logs costs more than the rows themselves."""
+    runs: pa.Table, run_batch: npt.NDArray[np.int64]
+) -> Callable[[pa.Table], npt.NDArray[np.int64]]:
+    """What gives each row of a measurements table its batch (``run_batch``: each
+    run's), -1 for a row of no run in ``runs``: runs found by number (source code
+    and run), not by a join on text, which for many logs costs more than the rows
+    themselves."""
     sources = pc.unique(runs["source"])
     most = int(pc.max(runs["run"]).as_py() or 0) + 1
 
@@ -386,26 +458,47 @@ def _batch_of_rows(
     keys = numbers(runs)
     by_key = np.argsort(keys)
     ordered = keys[by_key]
-    rows = numbers(measurements)
-    at = np.minimum(np.searchsorted(ordered, rows), len(ordered) - 1)
-    return np.where(ordered[at] == rows, run_batch[by_key[at]], -1)
+
+    def batch_of(measurements: pa.Table) -> npt.NDArray[np.int64]:
+        rows = numbers(measurements)
+        at = np.minimum(np.searchsorted(ordered, rows), len(ordered) - 1)
+        return np.where(ordered[at] == rows, run_batch[by_key[at]], -1)
+
+    return batch_of
+
+
+def _facts(runs: pa.Table) -> dict[tuple[str, int], dict[str, Any]]:
+    """What the cases across runs read of each run (by source and run): its hosts
+    and devices, not its whole ``runs`` row, which a check of many logs would keep
+    for every run."""
+    columns = [runs[name].to_pylist() for name in ("source", "run", "hosts", "devices")]
+    return {
+        (sys.intern(source), run): {
+            "hosts": _shared(hosts),
+            "devices": _shared(devices),
+        }
+        for source, run, hosts, devices in zip(*columns, strict=True)
+    }
+
+
+def _shared(names: list[str | None]) -> tuple[str | None, ...]:
+    """``names`` interned: the runs of a fleet share the names of its hosts."""
+    return tuple(name if name is None else sys.intern(name) for name in names)
 
 
 def _judge_batch(
     batch: tuple[pa.Table, pa.Table],
-    runs: dict[tuple[str, int], dict[str, Any]],
     rules: Rules,
     lookup: _Lookup | None,
     hardware: HardwareOptions | None,
     merged_runs: frozenset[tuple[str, int]],
 ) -> _Batch:
     """The per-run cases of one batch of runs (``batch``: its measurements and
-    runs tables; ``runs``: every run's ``runs`` row, by source and run)."""
+    runs tables)."""
     measurements, table = batch
     analysis = analyze(measurements, hardware, table)
     rows = _frame(analysis.rows)
-    keys = zip(table["source"].to_pylist(), table["run"].to_pylist(), strict=True)
-    mine = {key: runs[key] for key in cast("Iterable[tuple[str, int]]", keys)}
+    runs = {(r["source"], r["run"]): r for r in table.to_pylist()}
     wrong = rows[list(_WRONG_COLUMNS)]  # what integrity reads per run, beyond misprints
     row_groups = rows_by_run(wrong)
     misprints = {
@@ -419,9 +512,9 @@ def _judge_batch(
             run_rows(row_groups, wrong, run["source"], run["run"]),
             misprints.get((run["source"], run["run"]), []),
         )
-        for run in mine.values()
+        for run in runs.values()
     ]
-    verdicts = verdict_cases(mine, analysis, rules.verdict)
+    verdicts = verdict_cases(runs, analysis, rules.verdict)
     series = _series(rows)
     by_rule = [
         [
@@ -438,7 +531,7 @@ def _judge_batch(
             found = points.get(_nan_free(key), [])
             history.append(_history_case(rules, context(key, runs), found, lookup))
     present = _present(rows, rules)
-    kept = {key: points_of(found) for key, found in points.items()}
+    kept = {_interned(key): points_of(found) for key, found in points.items()}
     return _Batch(integrity, verdicts, by_rule, history, analysis, present, kept)
 
 
@@ -745,6 +838,12 @@ def _per_size(rows: pd.DataFrame) -> dict[tuple[Any, ...], list[dict[str, Any]]]
     return found
 
 
+def _interned(key: tuple[Any, ...]) -> tuple[Any, ...]:
+    """``key`` with its text interned: the series keys a check of many logs keeps
+    share one copy of each name."""
+    return tuple(sys.intern(v) if type(v) is str else v for v in key)
+
+
 def _nan_free(key: tuple[Any, ...]) -> tuple[Any, ...]:
     """A group key with missing values (NaN, None) as None, so keys of two
     groupings of the same rows compare equal (NaN != NaN)."""
@@ -863,7 +962,7 @@ def _blame_cases(ranked: tuple[HostScore, ...], nruns: int) -> list[Case]:
     ]
 
 
-def cohort_points(rows: pa.Table) -> dict[tuple[Any, ...], tuple[Point, ...]]:
+def cohort_points(rows: pa.Table) -> dict[tuple[Any, ...], PointArrays]:
     """What the cohort cases read of analysed ``rows`` of whole runs: per series,
     its per-size points (:func:`ncclparse.health.cohort.points_of`)."""
     return {key: points_of(found) for key, found in _per_size(_frame(rows)).items()}
@@ -871,14 +970,13 @@ def cohort_points(rows: pa.Table) -> dict[tuple[Any, ...], tuple[Point, ...]]:
 
 def cohort_from(
     runs: pa.Table,
-    points: Mapping[tuple[Any, ...], tuple[Point, ...]],
+    points: Mapping[tuple[Any, ...], PointArrays],
     policy: CohortPolicy,
 ) -> list[Case]:
     """The ``cohort`` cases of ``runs`` (a ``runs`` table) from the
     :func:`cohort_points` of all their analysed rows, gathered batch by batch."""
-    listed = {(r["source"], r["run"]): r for r in runs.to_pylist()}
     ordered = dict(sorted(points.items(), key=lambda item: (item[0][0], item[0][1])))
-    return cohort_cases(ordered, listed, policy)
+    return cohort_cases(ordered, _facts(runs), policy)
 
 
 def run_batches(

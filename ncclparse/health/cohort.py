@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,23 +27,49 @@ from ncclparse.health.cases import Case, SizeMiss, context
 from ncclparse.health.outcomes import Outcome
 from ncclparse.health.rules import CohortPolicy
 
-__all__ = ["RULE", "Point", "Points", "cohort_cases", "points_of"]
+__all__ = ["RULE", "Point", "PointArrays", "Points", "cohort_cases", "points_of"]
 
 RULE = "cohort"
 # One size of a series: size_bytes, busbw_gbps (the median of its rows) and regime
-# (of its first row). A tuple: a check of thousands of logs keeps one per size.
+# (of its first row).
 Point = tuple[int, float, str]
-# A series key (SERIES_KEYS) -> its points (:func:`points_of`).
-Points = Mapping[tuple[Any, ...], Sequence[Point]]
+# A series key (SERIES_KEYS) -> its points (:func:`points_of`), each read twice.
+Points = Mapping[tuple[Any, ...], Iterable[Point]]
 
 
-def points_of(summary: Sequence[Mapping[str, Any]]) -> tuple[Point, ...]:
+class PointArrays:
+    """The points of one series as arrays (17 bytes a point, where a tuple of
+    Python numbers took ~120): a check of many logs keeps them for every run.
+    Iterating gives each :data:`Point`, in order."""
+
+    __slots__ = ("_busbw", "_codes", "_regimes", "_sizes")
+
+    def __init__(self, summary: Sequence[Mapping[str, Any]]) -> None:
+        regimes = list(dict.fromkeys(sys.intern(str(p["regime"])) for p in summary))
+        self._regimes = tuple(regimes)
+        self._sizes = np.array([p["size_bytes"] for p in summary], np.int64)
+        self._busbw = np.array([p["busbw_gbps"] for p in summary], np.float64)
+        self._codes = np.array(
+            [regimes.index(str(p["regime"])) for p in summary], np.uint8
+        )
+
+    def __iter__(self) -> Iterator[Point]:
+        for size, busbw, code in zip(
+            self._sizes.tolist(),
+            self._busbw.tolist(),
+            self._codes.tolist(),
+            strict=True,
+        ):
+            yield size, busbw, self._regimes[code]
+
+    def __len__(self) -> int:
+        return len(self._sizes)
+
+
+def points_of(summary: Sequence[Mapping[str, Any]]) -> PointArrays:
     """The points of one series from check's per-size summary (dicts with
     ``size_bytes``, ``busbw_gbps`` and ``regime``)."""
-    return tuple(
-        (int(p["size_bytes"]), float(p["busbw_gbps"]), sys.intern(str(p["regime"])))
-        for p in summary
-    )
+    return PointArrays(summary)
 
 
 def cohort_cases(
@@ -75,7 +101,7 @@ def _device(runs: dict[tuple[str, int], dict[str, Any]], key: Any) -> str:
     return ", ".join(dict.fromkeys(d for d in facts.get("devices") or () if d))
 
 
-def _bandwidth(points: Sequence[Point]) -> dict[int, float]:
+def _bandwidth(points: Iterable[Point]) -> dict[int, float]:
     return {size: busbw for size, busbw, _ in points if math.isfinite(busbw)}
 
 

@@ -81,6 +81,7 @@ def check(
     progress: Callable[[int], Progress | None] | None = None,
     on_parsed: Callable[[ParseResult, list[Exception]], None] | None = None,
     report_rows: bool = True,
+    keep_rows: bool = False,
 ) -> CheckRun:
     """Judge the logs of ``inputs`` against ``rules`` (default:
     :data:`~ncclparse.health.rules.DEFAULT_RULES`) and, with ``history``, against
@@ -104,11 +105,17 @@ def check(
     sources to parse and returns a :class:`~ncclparse.inputs.progress.Progress` (or
     None), closed when parsing ends; ``on_parsed`` receives the parse result and the
     failed inputs, before the history is read. ``report_rows``: keep every column
-    of the analysed rows for a report (see :func:`ncclparse.health.check.check`).
+    of the analysed rows for a report (see :func:`ncclparse.health.check.check`);
+    without it (nor ``keep_rows``: the measurements are kept for a page drawn
+    after the check), inputs of more rows than CHECK_LIMITS allow are judged from a
+    temporary file (``TMPDIR``), batch by batch, and the measurements of
+    :attr:`CheckRun.parsed` are left empty.
 
     Raises CheckConfigError for ``first_night`` without ``history``, a ``history``
     that does not exist without ``first_night``, or a bad ``hardware`` option;
-    HistoryError (:mod:`ncclparse.store.history`) when the history cannot be read.
+    HistoryError (:mod:`ncclparse.store.history`) when the history cannot be read;
+    SpoolError (:mod:`ncclparse.store.spool`) when the temporary file cannot be
+    written.
 
     >>> run = ncclparse.check(["logs/"], history="/data/history")  # doctest: +SKIP
     >>> run.passed, [c.message for c in run.result.failures]  # doctest: +SKIP
@@ -117,45 +124,48 @@ def check(
     where = None if history is None else os.fspath(history)
     name = _history_name(where, first_night)
     started = time.monotonic()
-    points = PointTable(CHECK_LIMITS)
-    parsed, failures, notes = read_inputs(
-        (os.fspath(i) for i in inputs),
-        filters=filters,
-        jobs=jobs,
-        on_batch=points.add,
-        on_notes=on_notes,
-        progress=progress,
-    )
-    parsed, merged = _merged(parsed, points)
-    if on_parsed is not None:
-        on_parsed(parsed, failures)
-    view = None
-    if where is not None:
-        view = scan_history(
-            where,
-            since=window_start(rules.history, today),
-            with_tags=bool(tags),
-            missing_ok=first_night,
+    # Without a report, the points of many rows wait in a temporary file and are
+    # judged batch by batch as they are read back: memory holds one batch of them.
+    with PointTable(CHECK_LIMITS, spill=not (report_rows or keep_rows)) as points:
+        parsed, failures, notes = read_inputs(
+            (os.fspath(i) for i in inputs),
+            filters=filters,
+            jobs=jobs,
+            on_batch=points.add,
+            on_notes=on_notes,
+            progress=progress,
         )
-    try:
-        result = judge(
-            parsed,
-            rules,
-            input_failures=failures,
-            input_notes=notes,
-            history=view,
-            tags=tags,
-            first_night=first_night,
-            history_name=name,
-            input_keys=source_keys(parsed),
-            today=today,
-            hardware=hardware,
-            expect_history=expect_history,
-            merged_runs=frozenset(merged),
-            report_rows=report_rows,
-        )
-    except ProfileError as exc:  # a bad hardware option
-        raise CheckConfigError(str(exc)) from exc
+        parsed, merged = _merged(parsed, points)
+        if on_parsed is not None:
+            on_parsed(parsed, failures)
+        view = None
+        if where is not None:
+            view = scan_history(
+                where,
+                since=window_start(rules.history, today),
+                with_tags=bool(tags),
+                missing_ok=first_night,
+            )
+        try:
+            result = judge(
+                parsed,
+                rules,
+                input_failures=failures,
+                input_notes=notes,
+                history=view,
+                tags=tags,
+                first_night=first_night,
+                history_name=name,
+                input_keys=source_keys(parsed, points.spool),
+                today=today,
+                hardware=hardware,
+                expect_history=expect_history,
+                merged_runs=frozenset(merged),
+                report_rows=report_rows,
+                spooled=None if points.spool is None else points.spool.batches(),
+            )
+        except ProfileError as exc:  # a bad hardware option
+            raise CheckConfigError(str(exc)) from exc
     result = dataclasses.replace(result, seconds=time.monotonic() - started)
     return CheckRun(parsed, tuple(failures), tuple(notes), result)
 

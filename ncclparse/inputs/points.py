@@ -17,7 +17,7 @@ message naming the limit (docs/robustness.md; the limits per command:
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -25,6 +25,11 @@ import pyarrow.compute as pc
 from ncclparse import schema
 from ncclparse.errors import NcclParseError
 from ncclparse.inputs.limits import ANALYZE_LIMITS, CHECK_LIMITS, REPORT_LIMITS
+
+if TYPE_CHECKING:
+    from types import TracebackType
+
+    from ncclparse.store.spool import Spool
 
 __all__ = [
     "ANALYZE_LIMITS",
@@ -74,10 +79,23 @@ class PointTable:
     Past ``max_points`` distinct points it keeps nothing more, and :meth:`table`
     raises TooManyPoints (not ``add``: the parser would take it for one input's
     error).
+
+    With ``spill``, once merging starts the points of each run that has ended are
+    written to a temporary file, :attr:`spool` (as measurements), rather than kept:
+    memory holds the open run's points, not every run's. :meth:`table` then writes
+    the last run's points there too and gives no rows: the points are the spool's,
+    in order. :meth:`close` (or ``with``) removes the file. Raises SpoolError
+    (:mod:`ncclparse.store.spool`) when it cannot be written.
     """
 
-    def __init__(self, limits: tuple[int, int] = ANALYZE_LIMITS) -> None:
+    def __init__(
+        self, limits: tuple[int, int] = ANALYZE_LIMITS, spill: bool = False
+    ) -> None:
         self.exact_rows, self.max_points = limits
+        self._spill = spill
+        self.spool: Spool | None = None  # created once merging starts
+        # (rows, points) of the merged runs whose points went to the spool.
+        self._spooled_runs: dict[tuple[str, int], tuple[int, int]] = {}
         self._chunks: list[pa.Table] = []
         self._rows = 0  # rows in _chunks (tables with a seq column)
         self._seen = 0  # rows added, for the order of first appearance
@@ -108,6 +126,21 @@ class PointTable:
     def merged(self) -> bool:
         return self._open is not None
 
+    def close(self) -> None:
+        if self.spool is not None:
+            self.spool.close()
+
+    def __enter__(self) -> PointTable:
+        return self
+
+    def __exit__(
+        self,
+        kind: type[BaseException] | None,
+        value: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        self.close()
+
     @property
     def _open_rows(self) -> int:
         return 0 if self._open is None else self._open.num_rows
@@ -126,27 +159,19 @@ class PointTable:
                 self._chunks or [_with_seq(schema.MEASUREMENTS_SCHEMA).empty_table()]
             )
             return rows.drop_columns(["seq"])
+        if self._spill:
+            self._merge()
+            assert self._open is not None
+            self._settle(self._open)
+            self._open = self._open.schema.empty_table()
+            return schema.MEASUREMENTS_SCHEMA.empty_table()
         return _points(self._state())
 
     def merged_runs(self) -> dict[tuple[str, int], tuple[int, int]]:
         """(source, run) -> (rows, points) for every run whose repeats were merged."""
         if self._open is None or self._overflow:
             return {}
-        by_run = (
-            self._state()
-            .group_by(["source", "run"])
-            .aggregate([("n", "sum"), ("n", "count")])
-        )
-        return {
-            (source, run): (rows, points)
-            for source, run, rows, points in zip(
-                *(by_run.column(c).to_pylist() for c in ("source", "run")),
-                by_run.column("n_sum").to_pylist(),
-                by_run.column("n_count").to_pylist(),
-                strict=True,
-            )
-            if rows != points
-        }
+        return {**self._spooled_runs, **_merged_runs(self._state())}
 
     def _state(self) -> pa.Table:
         """Every merged point, in the order points first appeared."""
@@ -178,11 +203,40 @@ class PointTable:
         ended = state.filter(pc.invert(is_open))
         self._open = state.filter(is_open)
         if ended.num_rows:
-            self._done.append(ended)
+            self._settle(ended)
             self._points += ended.num_rows
         if self._points + self._open.num_rows > self.max_points:
             self._overflow, self._done, self._open = True, [], None
             self._points, self.overflow_source = 0, key[0].as_py()
+
+    def _settle(self, ended: pa.Table) -> None:
+        """Keep the final points of ``ended`` runs, or write them to the spool."""
+        if not self._spill:
+            self._done.append(ended)
+            return
+        if self.spool is None:
+            from ncclparse.store.spool import Spool
+
+            self.spool = Spool()
+        self._spooled_runs.update(_merged_runs(ended))
+        for batch in _points(ended).to_batches():
+            self.spool.write(batch)
+
+
+def _merged_runs(state: pa.Table) -> dict[tuple[str, int], tuple[int, int]]:
+    """(source, run) -> (rows, points) for each run of ``state`` (merged points)
+    with more rows than points."""
+    by_run = state.group_by(["source", "run"]).aggregate([("n", "sum"), ("n", "count")])
+    return {
+        (source, run): (rows, points)
+        for source, run, rows, points in zip(
+            *(by_run.column(c).to_pylist() for c in ("source", "run")),
+            by_run.column("n_sum").to_pylist(),
+            by_run.column("n_count").to_pylist(),
+            strict=True,
+        )
+        if rows != points
+    }
 
 
 def _with_seq(base: pa.Schema) -> pa.Schema:

@@ -20,9 +20,13 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path, PurePath
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
+import numpy.typing as npt
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
-from ncclparse._arrow import key_text
+from ncclparse._arrow import distinct_rows, fill_null, key_codes, key_text
 from ncclparse._version import __version__
 from ncclparse.formatting import markdown_escape, series_label, shown_name
 from ncclparse.health.cases import ERROR_RULE, Case
@@ -560,41 +564,57 @@ def _measured(
 ) -> list[tuple[dict[str, str], dict[str, dict[str, float]]]]:
     """Per shape and size (labels), the min and median busbw in bytes/s and, where
     the ideal is known (not assumed), efficiency: over every run and placement,
-    without CPU-time, grouped and 0-byte rows."""
+    without CPU-time, grouped and 0-byte rows. Grouped on integer codes, a key's
+    text made once per group: a check of many logs has millions of rows here."""
     rows = result.analysis.rows
     wanted = {*_MEASURED_KEYS, "busbw_calc_gbps", "efficiency", "ideal_basis"}
-    if not wanted <= set(rows.column_names):
+    if not wanted <= set(rows.column_names) or rows.num_rows == 0:
         return []
-    frame = pd.DataFrame({k: key_text(rows[k]) for k in _MEASURED_KEYS})
-    for name in ("busbw_calc_gbps", "efficiency", "cputime", "grouped", "ideal_basis"):
-        frame[name] = rows[name].to_pandas()
-    usable = (
-        ~frame["cputime"].fillna(False).astype(bool)
-        & ~frame["grouped"].fillna(False).astype(bool)
-        & (frame["size_bytes"].str.len() > 0)
-        & (frame["size_bytes"] != "0")
-    )
-    frame = frame[usable]
-    frame["busbw"] = frame["busbw_calc_gbps"].astype(float) * 1e9
-    frame["judged"] = (
-        frame["efficiency"].astype(float).where(frame["ideal_basis"] != "assumed")
-    )
+    size = _floats(rows["size_bytes"])
+    usable = ~_flag(rows["cputime"]) & ~_flag(rows["grouped"]) & (size > 0)
+    rows = rows.select([*wanted, "cputime", "grouped"]).filter(pa.array(usable))
+    if rows.num_rows == 0:
+        return []
+    first, group = distinct_rows([key_codes(rows[k]) for k in _MEASURED_KEYS])
+    busbw = _floats(rows["busbw_calc_gbps"]) * 1e9
+    basis = fill_null(rows["ideal_basis"], "")
+    assumed = _flag(pc.equal(basis, pa.scalar("assumed")))
+    judged = np.where(assumed, np.nan, _floats(rows["efficiency"]))
+    keys = rows.select(list(_MEASURED_KEYS)).take(first)
+    labels = zip(*(key_text(keys[k]).tolist() for k in _MEASURED_KEYS), strict=True)
+    order = np.argsort(group, kind="stable")
+    bounds = np.searchsorted(group[order], np.arange(len(first) + 1))
     found = []
-    groups = frame.groupby(list(_MEASURED_KEYS), dropna=False, sort=False)
-    ordered = sorted(groups, key=lambda item: _order(item[0]))
-    for key, group in ordered:
-        values = {}
-        for metric, column in (("busbw", "busbw"), ("efficiency", "judged")):
-            known = group[column][group[column].map(math.isfinite)]
-            values[metric] = (
-                {"min": float(known.min()), "median": float(known.median())}
-                if len(known)
-                else {}
-            )
+    for at, key in sorted(enumerate(labels), key=lambda item: _order(item[1])):
+        members = order[bounds[at] : bounds[at + 1]]
+        values = {
+            metric: _min_median(column[members])
+            for metric, column in (("busbw", busbw), ("efficiency", judged))
+        }
         if values["busbw"] or values["efficiency"]:
-            labels = {**tags, **dict(zip(_MEASURED_KEYS, map(str, key), strict=True))}
-            found.append((labels, values))
+            named = dict(zip(_MEASURED_KEYS, map(str, key), strict=True))
+            found.append(({**tags, **named}, values))
     return found
+
+
+def _flag(column: pa.ChunkedArray[Any] | pa.Array[Any]) -> npt.NDArray[np.bool_]:
+    """A boolean column as NumPy, null as False."""
+    filled = fill_null(pc.cast(column, pa.bool_()), False)
+    return np.asarray(filled.to_numpy(), dtype=bool)
+
+
+def _floats(column: pa.ChunkedArray[Any]) -> npt.NDArray[np.float64]:
+    """A numeric column as floats, null as NaN."""
+    values = pc.cast(column, pa.float64()).to_numpy()
+    return np.asarray(values, dtype=np.float64)
+
+
+def _min_median(values: npt.NDArray[np.float64]) -> dict[str, float]:
+    """Min and median of the finite values; empty when there are none."""
+    known = values[np.isfinite(values)]
+    if not len(known):
+        return {}
+    return {"min": float(known.min()), "median": float(np.median(known))}
 
 
 def _order(key: tuple[Any, ...]) -> tuple[Any, ...]:

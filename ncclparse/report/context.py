@@ -39,7 +39,7 @@ from ncclparse.health.check import (
     run_batches,
 )
 from ncclparse.health.cohort import RULE as COHORT
-from ncclparse.health.cohort import Point
+from ncclparse.health.cohort import PointArrays
 from ncclparse.health.rules import DEFAULT_RULES, BlamePolicy, VerdictPolicy
 from ncclparse.health.verdict import (
     JUDGED_COLUMNS,
@@ -222,7 +222,7 @@ class _JudgedRuns:
     assumptions: tuple[str, ...]
     profiles: tuple[HardwareProfile, ...]
     whole: Analysis | None
-    points: dict[tuple[Any, ...], tuple[Point, ...]]
+    points: dict[tuple[Any, ...], PointArrays]
     times: RunTimes
 
 
@@ -246,7 +246,7 @@ def _judged_runs(
     verdicts: list[Verdict] = []
     said: dict[str, None] = {}
     profiles: dict[HardwareProfile, None] = {}
-    points: dict[tuple[Any, ...], tuple[Point, ...]] = {}
+    points: dict[tuple[Any, ...], PointArrays] = {}
     times = RunTimes()
     batches = (
         ((result.measurements, analysis, result.runs),)
