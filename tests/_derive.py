@@ -15,7 +15,7 @@ only what a scenario needs:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 FIXTURES = Path(__file__).parent / "fixtures"
@@ -171,14 +171,19 @@ def retime(text: str, factor: float, busbw_per_algbw: float = 1.875) -> str:
 
 
 def fleet_night(
-    root: Path, count: int, slow: Mapping[tuple[int, int], float] | None = None
+    root: Path,
+    count: int,
+    slow: Mapping[tuple[int, int], float] | None = None,
+    collectives: Sequence[str] = ("all_reduce",),
 ) -> list[tuple[int, int]]:
     """A night of a 64-node pairwise sweep, as a scheduler lays it out: the real
     2-node log renamed to the pair ``nodeAAA``, ``nodeBBB`` in
     ``root/nodeAAA-nodeBBB/all_reduce.log``, for the first ``count`` of the 2,016
     pairs, each pair up to 1 % faster or slower than the log (:func:`retime`, a
     factor per pair); the pairs in ``slow`` (by node numbers) take that factor x
-    as long at every size. Returns the pairs written, in order."""
+    as long at every size. With more ``collectives``, each pair has a log of each
+    (``all_gather.log`` ...: :func:`as_collective` of the pair's log). Returns the
+    pairs written, in order."""
     base = healthy()
     pairs = [(a, b) for a in range(64) for b in range(a + 1, 64)][:count]
     for number, (a, b) in enumerate(pairs):
@@ -188,5 +193,38 @@ def fleet_night(
         text = retime(text, wobble * (slow or {}).get((a, b), 1.0))
         directory = root / f"{names[0]}-{names[1]}"
         directory.mkdir(parents=True, exist_ok=True)
-        (directory / "all_reduce.log").write_text(text)
+        for collective in collectives:
+            (directory / f"{collective}.log").write_text(
+                as_collective(text, collective)
+            )
     return pairs
+
+
+# The collectives nccl-tests prints no reduction operation for.
+_NO_REDOP = ("all_gather", "alltoall")
+
+
+def as_collective(text: str, collective: str) -> str:
+    """The all_reduce log ``text`` of :data:`HEALTHY` (16 ranks) as
+    ``collective``'s would print the same times: the binary ``COLLECTIVE_perf``,
+    busbw the algbw times (n-1)/n (all_gather, reduce_scatter, alltoall:
+    docs/nccl-algorithms.md), from size and time, redop ``none`` where nothing is
+    reduced. For measuring many collectives' logs, not their ideals: the times are
+    all_reduce's."""
+    if collective == "all_reduce":
+        return text
+    out = []
+    for line in text.replace("all_reduce_perf", f"{collective}_perf").splitlines(
+        keepends=True
+    ):
+        if not _ROW.match(line):
+            out.append(line)
+            continue
+        parts = _tokens(line.rstrip("\n"))
+        if collective in _NO_REDOP:
+            parts[8] = _fit(parts[8], "none")
+        for time in (2 + 2 * 5, 2 + 2 * 9):  # out-of-place and in-place time
+            algbw = int(parts[2]) / float(parts[time]) / 1e3
+            parts[time + 4] = _fit(parts[time + 4], f"{algbw * 15 / 16:.2f}")
+        out.append("".join(parts) + "\n")
+    return "".join(out)

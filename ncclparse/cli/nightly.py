@@ -418,6 +418,7 @@ def _judge(
             progress=echo.progress,
             on_parsed=echo.parsed,
             report_rows=False,  # the report analyses its points itself (_report_page)
+            keep_rows=outputs.report is not None,  # ... from the parsed rows
         )
     except CheckConfigError as exc:  # configuration: exit 2
         raise click.UsageError(str(exc)) from exc
@@ -442,9 +443,9 @@ def _judge(
 
 def _report_page(run: CheckRun, rules: Rules, hardware: HardwareOptions) -> str:
     """The page ``report`` draws of the check's inputs, with the check's sections:
-    its points analysed at once, as ``report`` does (the check judged them in
-    batches, keeping only what its outputs read). A usage error (exit 2) past the
-    points a report draws (REPORT_LIMITS, docs/robustness.md)."""
+    its points analysed in batches of runs, as ``report`` does (the check kept only
+    what its outputs read). A usage error (exit 2) past the points a report draws
+    (REPORT_LIMITS, docs/robustness.md; as many as a check takes, today)."""
     from ncclparse.inputs.points import REPORT_LIMITS
     from ncclparse.report import build_context, render_report
 

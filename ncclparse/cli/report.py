@@ -19,6 +19,7 @@ from ncclparse.cli.options import (
     parse_points,
     write_text,
 )
+from ncclparse.inputs.limits import REPORT_LIMITS
 
 if TYPE_CHECKING:
     from ncclparse.efficiency import HardwareOptions
@@ -31,7 +32,17 @@ class _TooManyPoints(click.ClickException):
     exit_code = 2
 
 
-@click.command()
+# The command's help, naming the limit the command applies (not a copy of it).
+_HELP = f"""Write a self-contained report of INPUTS: verdicts, charts, tables, warnings.
+
+The HTML page needs no network and no JavaScript; the same inputs give the same
+bytes. Exit status as for `parse`; when no input could be read, no page is written
+(an existing one is left as it was), nor past {REPORT_LIMITS[1]:,} distinct
+measurement points (exit 2: far more than a night's sweep).
+"""
+
+
+@click.command(help=_HELP)
 @INPUTS
 @click.option(
     "-o",
@@ -74,13 +85,7 @@ def report(
     filters: Filters,
     jobs: int,
 ) -> None:
-    """Write a self-contained report of INPUTS: verdicts, charts, tables, warnings.
-
-    The HTML page needs no network and no JavaScript; the same inputs give the same
-    bytes. Exit status as for `parse`; when no input could be read, no page is
-    written (an existing one is left as it was), nor past 500,000 distinct
-    measurement points (exit 2: more than a page draws).
-    """
+    """The ``report`` command (its help: the decorator's, which names the limit)."""
     from ncclparse.inputs.points import REPORT_LIMITS, TooManyPoints
     from ncclparse.report import build_context, render_report
 

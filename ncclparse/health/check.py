@@ -962,17 +962,28 @@ def _blame_cases(ranked: tuple[HostScore, ...], nruns: int) -> list[Case]:
     ]
 
 
-def cohort_of(
-    result: ParseResult, analysis: Analysis, policy: CohortPolicy
+def cohort_points(rows: pa.Table) -> dict[tuple[Any, ...], PointArrays]:
+    """What the cohort cases read of analysed ``rows`` of whole runs: per series,
+    its per-size points (:func:`ncclparse.health.cohort.points_of`)."""
+    return {key: points_of(found) for key, found in _per_size(_frame(rows)).items()}
+
+
+def cohort_from(
+    runs: pa.Table,
+    points: Mapping[tuple[Any, ...], PointArrays],
+    policy: CohortPolicy,
 ) -> list[Case]:
-    """The ``cohort`` cases :func:`check` gives ``result`` (``analysis``: its
-    analysed rows, every run at once, as a report has them), without the rest of
-    the check: what a report of a night flags of the runs far below the others of
-    their shape. Per-size points are taken batch by batch, as :func:`check` does."""
-    runs = _facts(result.runs)
-    found: dict[tuple[Any, ...], PointArrays] = {}
-    for rows, _ in _batches(analysis.rows, result.runs):
-        per_size = _per_size(_frame(rows))
-        found |= {key: points_of(points) for key, points in per_size.items()}
-    ordered = dict(sorted(found.items(), key=lambda item: (item[0][0], item[0][1])))
-    return cohort_cases(ordered, runs, policy)
+    """The ``cohort`` cases of ``runs`` (a ``runs`` table) from the
+    :func:`cohort_points` of all their analysed rows, gathered batch by batch."""
+    ordered = dict(sorted(points.items(), key=lambda item: (item[0][0], item[0][1])))
+    return cohort_cases(ordered, _facts(runs), policy)
+
+
+def run_batches(
+    measurements: pa.Table, runs: pa.Table
+) -> Iterator[tuple[pa.Table, pa.Table]]:
+    """The batches of whole runs :func:`check` judges ``measurements`` in (at most
+    :data:`JUDGE_ROWS` rows each unless one run has more; one batch when they are
+    that small), in the order of ``runs``: for whoever analyses many runs in the
+    same bounded memory."""
+    return _batches(measurements, runs)

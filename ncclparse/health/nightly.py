@@ -81,6 +81,7 @@ def check(
     progress: Callable[[int], Progress | None] | None = None,
     on_parsed: Callable[[ParseResult, list[Exception]], None] | None = None,
     report_rows: bool = True,
+    keep_rows: bool = False,
 ) -> CheckRun:
     """Judge the logs of ``inputs`` against ``rules`` (default:
     :data:`~ncclparse.health.rules.DEFAULT_RULES`) and, with ``history``, against
@@ -105,7 +106,8 @@ def check(
     None), closed when parsing ends; ``on_parsed`` receives the parse result and the
     failed inputs, before the history is read. ``report_rows``: keep every column
     of the analysed rows for a report (see :func:`ncclparse.health.check.check`);
-    without it, inputs of more rows than CHECK_LIMITS allow are judged from a
+    without it (nor ``keep_rows``: the measurements are kept for a page drawn
+    after the check), inputs of more rows than CHECK_LIMITS allow are judged from a
     temporary file (``TMPDIR``), batch by batch, and the measurements of
     :attr:`CheckRun.parsed` are left empty.
 
@@ -124,7 +126,7 @@ def check(
     started = time.monotonic()
     # Without a report, the points of many rows wait in a temporary file and are
     # judged batch by batch as they are read back: memory holds one batch of them.
-    with PointTable(CHECK_LIMITS, spill=not report_rows) as points:
+    with PointTable(CHECK_LIMITS, spill=not (report_rows or keep_rows)) as points:
         parsed, failures, notes = read_inputs(
             (os.fspath(i) for i in inputs),
             filters=filters,

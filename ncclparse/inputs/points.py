@@ -11,9 +11,8 @@ mean of the
 repeats, ``time_min_us``/``time_max_us`` their extremes, ``stddev_pct`` their spread,
 printed bandwidths their means, ``#wrong`` the largest; the merged runs say so in
 their warnings. Past ``max_points`` distinct points the input is refused with a
-message naming the limit (docs/robustness.md). ``report`` draws every point (a bar of
-the gap chart, a table row), so its limits (REPORT_LIMITS) are lower than those of
-``analyze``, which only computes (ANALYZE_LIMITS).
+message naming the limit (docs/robustness.md; the limits per command:
+:mod:`ncclparse.inputs.limits`).
 """
 
 from __future__ import annotations
@@ -25,6 +24,7 @@ import pyarrow.compute as pc
 
 from ncclparse import schema
 from ncclparse.errors import NcclParseError
+from ncclparse.inputs.limits import ANALYZE_LIMITS, CHECK_LIMITS, REPORT_LIMITS
 
 if TYPE_CHECKING:
     from types import TracebackType
@@ -40,14 +40,6 @@ __all__ = [
     "with_merge_notes",
 ]
 
-# (exact_rows, max_points) per command. ``check`` judges every run (one verdict
-# each) and many logs are its ordinary input: it merges early, and its points are
-# judged in batches of runs (ncclparse.health.check). A report draws four nights of
-# a 64-node pairwise sweep (2,016 logs of 62 points: 124,992) in about 1 GB; a
-# night's report takes 0.6 GB (benchmarks/README.md).
-REPORT_LIMITS = (5_000, 500_000)
-ANALYZE_LIMITS = (250_000, 1_000_000)
-CHECK_LIMITS = (50_000, 4_000_000)
 # What makes two rows measurements of the same point.
 KEYS = (
     "source",

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 from markupsafe import Markup
 
 from ncclparse._arrow import frame
@@ -29,10 +30,17 @@ from ncclparse.efficiency.algorithms import SHOWN
 from ncclparse.efficiency.hardware import HardwareOptions
 from ncclparse.efficiency.profile import HardwareProfile
 from ncclparse.formatting import format_bytes, series_label
+from ncclparse.health.blame import RunTimes, blame
 from ncclparse.health.cases import Case, run_named
-from ncclparse.health.check import cohort_of
+from ncclparse.health.check import (
+    JUDGE_ROWS,
+    cohort_from,
+    cohort_points,
+    run_batches,
+)
 from ncclparse.health.cohort import RULE as COHORT
-from ncclparse.health.rules import DEFAULT_RULES, VerdictPolicy
+from ncclparse.health.cohort import PointArrays
+from ncclparse.health.rules import DEFAULT_RULES, BlamePolicy, VerdictPolicy
 from ncclparse.health.verdict import (
     JUDGED_COLUMNS,
     JUDGED_FIT_COLUMNS,
@@ -130,15 +138,15 @@ def build_context(
     """
     from ncclparse._version import __version__
 
-    if analysis is None:
-        analysis = analyze(result.measurements, hardware, result.runs)
     policy = policy or DEFAULT_RULES.verdict
     stdin = title or STDIN_NAME
-    judged = _judged_runs(result, analysis, policy)
+    # Without a check, a pairwise sweep's runs are judged against each other too.
+    cohort = check is None and is_pairwise(result.runs)
+    judged = _judged_runs(result, analysis, hardware, policy, cohort=cohort)
     if check is not None:
         judged = dataclasses.replace(judged, verdicts=_as_checked(judged, check))
     judged = dataclasses.replace(
-        judged, verdicts=_below_cohort(judged, _cohort(result, analysis, check))
+        judged, verdicts=_below_cohort(judged, _cohort(result, judged, check))
     )
     listed, charted = judged.listed, judged.charted
     shown = _detailed(
@@ -148,11 +156,14 @@ def build_context(
         ],
         check,
     )
-    profile = analysis.profiles[0] if len(analysis.profiles) == 1 else None
+    profiles = judged.profiles
+    profile = profiles[0] if len(profiles) == 1 else None
     names = _short_names([_named(r["source"], stdin) for r in listed])
-    sections = judged.sections(
-        analysis,
-        [i for i, r in enumerate(listed) if (r["source"], r["run"]) in shown],
+    chosen = [i for i, r in enumerate(listed) if (r["source"], r["run"]) in shown]
+    sections = _sections(
+        judged.whole or _analysis_of(result, listed, chosen, hardware),
+        listed,
+        chosen,
     )
     runs = [
         _run_report(
@@ -176,10 +187,10 @@ def build_context(
         title=title or f"ncclparse report: {inputs}",
         runs=tuple(runs),
         failures=errors,
-        assumptions=analysis.assumptions,
+        assumptions=judged.assumptions,
         overlay=_overlay(comparison) if len(comparison) > 1 and charted else None,
         comparison=comparison if len(comparison) > 1 and charted else (),
-        profiles=tuple(ProfileInfo(p.summary(), p.sources) for p in analysis.profiles),
+        profiles=tuple(ProfileInfo(p.summary(), p.sources) for p in profiles),
         ncclparse_version=__version__,
         schema_version=SCHEMA_VERSION,
         command_line=command_line,
@@ -189,38 +200,157 @@ def build_context(
         verdict_counts=_verdict_counts(runs) if overview else (),
         small_multiples=() if charted else _small_multiples(overview),
         charts_per_block=charted,
-        pairs=_pairs(result, check),
+        pairs=_pairs(result, judged, check),
         details_left_out=len(runs) - len(shown),
     )
 
 
 @dataclass(frozen=True, slots=True)
 class _JudgedRuns:
-    """Each run of a result (``listed``, the ``runs`` rows) with its blocks (rows
-    of :data:`_OVERVIEW_COLUMNS` as positions into arrays shared by every run),
-    verdict and the positions of its rows and fits in the analysis' tables;
-    ``charted``: few enough blocks for each its charts."""
+    """Each run of a result (``listed``, the ``runs`` rows) with the blocks its
+    overview row shows (:func:`_overview_block`) and its verdict; ``charted``: few
+    enough blocks for each its charts. ``assumptions`` and ``profiles``: the
+    analysis' (of every batch, each once); ``whole``: the analysis itself when the
+    runs were analysed at once (else a section's runs are analysed again);
+    ``points`` and ``times``: the per-size points the cohort cases read and the
+    median times host blame reads, gathered batch by batch (when asked for)."""
 
     listed: list[dict[str, Any]]
-    blocks: list[list[RowBlock]]
+    blocks: list[list[Block]]
     verdicts: list[Verdict]
-    rows_at: list[npt.NDArray[np.intp]]
-    fits_at: list[npt.NDArray[np.intp]]
     charted: bool
+    assumptions: tuple[str, ...]
+    profiles: tuple[HardwareProfile, ...]
+    whole: Analysis | None
+    points: dict[tuple[Any, ...], PointArrays]
+    times: RunTimes
 
-    def sections(
-        self, analysis: Analysis, chosen: Sequence[int]
-    ) -> dict[int, tuple[pd.DataFrame, pd.DataFrame, list[RowBlock]]]:
-        """The ``chosen`` runs' analysed rows and fits with every column, as
-        DataFrames, and their blocks of them, by run index: what a run's own
-        section draws. One selection of the tables for them all (one per run cost
-        a tenth of a second each)."""
-        rows = _split(analysis.rows, [self.rows_at[i] for i in chosen])
-        fits = _split(analysis.fits, [self.fits_at[i] for i in chosen])
-        return {
-            index: (mine, my_fits, blocks_of(AnalysedRows(mine)) if len(mine) else [])
-            for index, mine, my_fits in zip(chosen, rows, fits, strict=True)
-        }
+
+def _judged_runs(
+    result: ParseResult,
+    analysis: Analysis | None,
+    hardware: HardwareOptions | None,
+    policy: VerdictPolicy,
+    *,
+    cohort: bool,
+) -> _JudgedRuns:
+    """Every run of ``result`` analysed (with ``hardware``; or ``analysis``, given),
+    split into blocks and judged (with its fits), in the batches of whole runs
+    ``check`` judges in (:func:`ncclparse.health.check.run_batches`): of a batch,
+    only each run's overview blocks and verdict (and, when ``cohort``, its cohort
+    points and median times) are kept, so memory does not grow with the analysed
+    rows of every run.
+    """
+    listed: list[dict[str, Any]] = []
+    blocks: list[list[Block]] = []
+    verdicts: list[Verdict] = []
+    said: dict[str, None] = {}
+    profiles: dict[HardwareProfile, None] = {}
+    points: dict[tuple[Any, ...], PointArrays] = {}
+    times = RunTimes()
+    batches = (
+        ((result.measurements, analysis, result.runs),)
+        if analysis is not None
+        else (
+            (measurements, analyze(measurements, hardware, runs), runs)
+            for measurements, runs in run_batches(result.measurements, result.runs)
+        )
+    )
+    whole: Analysis | None = None
+    for measurements, analysed, runs in batches:
+        mine = runs.to_pylist()
+        found, judged = _judged_batch(mine, analysed, policy, len(listed))
+        listed += mine
+        blocks += found
+        verdicts += judged
+        said |= dict.fromkeys(analysed.assumptions)
+        profiles |= dict.fromkeys(analysed.profiles)
+        if cohort:
+            points |= cohort_points(analysed.rows)
+            times.add(measurements)
+        if analysis is not None or result.measurements.num_rows <= JUDGE_ROWS:
+            whole = analysed  # the one batch
+        del measurements, analysed  # not held while the next batch is analysed
+    charted = sum(len(b) for b in blocks) <= CHARTED_BLOCKS
+    return _JudgedRuns(
+        listed,
+        blocks,
+        verdicts,
+        charted,
+        tuple(said),
+        tuple(profiles),
+        whole,
+        points,
+        times,
+    )
+
+
+def _judged_batch(
+    listed: Sequence[dict[str, Any]],
+    analysis: Analysis,
+    policy: VerdictPolicy,
+    first: int,
+) -> tuple[list[list[Block]], list[Verdict]]:
+    """The overview blocks and verdict of each of ``listed`` (``runs`` rows, the
+    report's runs from number ``first``, 0-based) from their ``analysis``: judged
+    on NumPy arrays of the columns the verdict and the overview read, each run its
+    positions in them (a pandas selection per run took most of a minute)."""
+    names = [c for c in _OVERVIEW_COLUMNS if c in analysis.rows.column_names]
+    columns = AnalysedRows(frame(analysis.rows.select(names)))
+    arrays = {name: columns[name] for name in names}
+    fits = frame(analysis.fits.select(list(JUDGED_FIT_COLUMNS)))
+    rows_at = _positions(analysis.rows, listed)
+    fits_at = _positions(analysis.fits, listed)
+    blocks, verdicts = [], []
+    for index, (run, at, fits_of_run) in enumerate(
+        zip(listed, rows_at, fits_at, strict=True), start=first
+    ):
+        mine = AnalysedRows(arrays, at)
+        found = blocks_of(mine) if len(mine) else []
+        verdicts.append(judge_run(run, mine, policy, fits.iloc[fits_of_run], found))
+        blocks.append(
+            [
+                _overview_block(f"run{index + 1}-{number}", key, group)
+                for number, (key, group) in enumerate(found, start=1)
+            ]
+        )
+    return blocks, verdicts
+
+
+def _analysis_of(
+    result: ParseResult,
+    listed: Sequence[Mapping[str, Any]],
+    chosen: Sequence[int],
+    hardware: HardwareOptions | None,
+) -> Analysis:
+    """The analysis of the ``chosen`` runs of ``listed`` alone: what their sections
+    draw, when the runs were analysed in batches (a run's analysis does not depend
+    on the other runs analysed with it, as ``check``'s batches rely on)."""
+    wanted = {(listed[i]["source"], listed[i]["run"]) for i in chosen}
+    rows = result.measurements
+    rows = rows.filter(
+        pc.is_in(rows["source"], pa.array(sorted({s for s, _ in wanted})))
+    )
+    keys = zip(rows["source"].to_pylist(), rows["run"].to_pylist(), strict=True)
+    rows = rows.filter(pa.array([key in wanted for key in keys], pa.bool_()))
+    runs = result.runs.take(pa.array(sorted(chosen), pa.int64()))
+    return analyze(rows, hardware, runs)
+
+
+def _sections(
+    analysis: Analysis, listed: Sequence[Mapping[str, Any]], chosen: Sequence[int]
+) -> dict[int, tuple[pd.DataFrame, pd.DataFrame, list[RowBlock]]]:
+    """The ``chosen`` runs' analysed rows and fits with every column, as
+    DataFrames, and their blocks of them, by run index: what a run's own section
+    draws. One selection of the tables for them all (one per run cost a tenth of a
+    second each)."""
+    runs = [listed[i] for i in chosen]
+    rows = _split(analysis.rows, _positions(analysis.rows, runs))
+    fits = _split(analysis.fits, _positions(analysis.fits, runs))
+    return {
+        index: (mine, my_fits, blocks_of(AnalysedRows(mine)) if len(mine) else [])
+        for index, mine, my_fits in zip(chosen, rows, fits, strict=True)
+    }
 
 
 def _split(
@@ -232,27 +362,6 @@ def _split(
     return [
         taken.iloc[end - len(part) : end] for part, end in zip(parts, ends, strict=True)
     ]
-
-
-def _judged_runs(
-    result: ParseResult, analysis: Analysis, policy: VerdictPolicy
-) -> _JudgedRuns:
-    """Every run's analysed rows, split into blocks and judged (with its fits)."""
-    listed = result.runs.to_pylist()
-    names = [c for c in _OVERVIEW_COLUMNS if c in analysis.rows.column_names]
-    columns = AnalysedRows(frame(analysis.rows.select(names)))
-    arrays = {name: columns[name] for name in names}
-    fits = frame(analysis.fits.select(list(JUDGED_FIT_COLUMNS)))
-    rows_at = _positions(analysis.rows, listed)
-    fits_at = _positions(analysis.fits, listed)
-    blocks, verdicts = [], []
-    for run, at, fits_of_run in zip(listed, rows_at, fits_at, strict=True):
-        mine = AnalysedRows(arrays, at)
-        found = blocks_of(mine) if len(mine) else []
-        blocks.append(found)
-        verdicts.append(judge_run(run, mine, policy, fits.iloc[fits_of_run], found))
-    charted = sum(len(b) for b in blocks) <= CHARTED_BLOCKS
-    return _JudgedRuns(listed, blocks, verdicts, rows_at, fits_at, charted)
 
 
 def _positions(
@@ -304,16 +413,17 @@ def _found(case: Case) -> str:
 
 
 def _cohort(
-    result: ParseResult, analysis: Analysis, check: CheckResult | None
+    result: ParseResult, judged: _JudgedRuns, check: CheckResult | None
 ) -> list[Case]:
     """The ``cohort`` cases the page shows as verdicts: the check's, or without a
-    check those of a pairwise sweep under the default rules. Only a sweep's runs are
-    one night of one cluster by construction: a directory of logs from several
-    clusters would be judged as one night (a false alarm)."""
+    check those of a pairwise sweep under the default rules (from the points
+    ``judged`` gathered). Only a sweep's runs are one night of one cluster by
+    construction: a directory of logs from several clusters would be judged as one
+    night (a false alarm)."""
     if check is not None:
         return [c for c in check.cases if c.rule == COHORT]
     if is_pairwise(result.runs):
-        return cohort_of(result, analysis, DEFAULT_RULES.cohort)
+        return cohort_from(result.runs, judged.points, DEFAULT_RULES.cohort)
     return []
 
 
@@ -443,10 +553,20 @@ def _detailed(
     return {runs[i][:2] for i in ordered[:DETAILED_RUNS]}
 
 
-def _pairs(result: ParseResult, check: CheckResult | None) -> Chart | None:
+def _pairs(
+    result: ParseResult, judged: _JudgedRuns, check: CheckResult | None
+) -> Chart | None:
     """The host x host heatmap of a pairwise sweep, the check's slow hosts (or the
-    default blame policy's) outlined; None for any other set of runs."""
-    found = pairwise_heatmap(result, ranked=None if check is None else check.hosts)
+    default blame policy's, from the median times ``judged`` gathered) outlined;
+    None for any other set of runs."""
+    if not is_pairwise(result.runs):
+        return None
+    ranked = (
+        check.hosts
+        if check is not None
+        else blame(judged.times.scores(result.runs), BlamePolicy())
+    )
+    found = pairwise_heatmap(result, ranked=ranked)
     if found is None:
         return None
     matrix, svg = found
@@ -529,7 +649,7 @@ def _named(source: str, stdin: str) -> str:
 def _run_report(
     index: int,
     run: dict[str, Any],
-    analysed: tuple[pd.DataFrame, pd.DataFrame, list[RowBlock]] | list[RowBlock],
+    analysed: tuple[pd.DataFrame, pd.DataFrame, list[RowBlock]] | list[Block],
     verdict: Verdict,
     *,
     charted: bool,
@@ -540,7 +660,8 @@ def _run_report(
     """The report of one run (a ``runs`` row) and its verdict. With its analysed
     rows, fits and blocks (:func:`blocks_of`) as DataFrames, the run has a section:
     its blocks get their tables and, when ``charted``, their charts; with its
-    blocks alone, only what the overview shows. Source "-" is named ``stdin``;
+    overview blocks alone (:func:`_overview_block`), only what the overview shows.
+    Source "-" is named ``stdin``;
     ``short_name`` names the source where space is short (:func:`_short_names`);
     ``profile``: the one hardware profile the analysis used, if one, for the
     ideal's arithmetic."""
@@ -569,10 +690,7 @@ def _run_report(
         ]
         metadata += _algorithm(mine) + per_iteration_facts(_iterations(mine))
     else:
-        blocks = [
-            _overview_block(f"{anchor}-{number}", key, group)
-            for number, (key, group) in enumerate(analysed, start=1)
-        ]
+        blocks = analysed
     devices = Counter(d for d in run["devices"] if d)
     device = next(iter(devices)) if len(devices) == 1 else None
     source = _named(run["source"], stdin)

@@ -144,6 +144,55 @@ def pair_matrix(
         )
         if len(p) == 2
     }
+    from ncclparse.health.check import run_batches
+
+    # Batch by batch of whole runs: a frame of every row of a night of 8,064 logs
+    # took 0.3 GB.
+    rows = pd.concat(
+        [_pair_rows(batch, pairs) for batch, _ in run_batches(measurements, runs)],
+        ignore_index=True,
+    )
+    for key, wanted in (shape or {}).items():
+        rows = rows[rows[key] == str(wanted)]
+    if rows.empty:
+        raise ValueError("no two-host run with a usable row to draw")
+    if shape is None or set(shape) != set(_PAIR_SHAPE):
+        counts = rows.groupby(list(_PAIR_SHAPE))["pair"].nunique()
+        # groupby sorts the shapes and max keeps the first of equal counts.
+        best = cast("tuple[str, ...]", max(counts.items(), key=lambda kv: kv[1])[0])
+        chosen = dict(zip(_PAIR_SHAPE, best, strict=True))
+        for key, value in chosen.items():
+            rows = rows[rows[key] == value]
+    else:
+        chosen = {k: str(v) for k, v in shape.items()}
+    sizes = tuple(sorted(int(s) for s in rows["size_bytes"].unique())[-PLATEAU_SIZES:])
+    top = rows[rows["size_bytes"].isin(sizes)]
+    per_run = top.groupby(["source", "run"], sort=True)["busbw"].median()
+    hosts = tuple(sorted({h for p in rows["pair"] for h in p}, key=_natural))
+    where = {h: i for i, h in enumerate(hosts)}
+    cells: dict[tuple[int, int], list[float]] = {}
+    for group, value in per_run.items():
+        source, run = cast("tuple[str, int]", group)  # the (source, run) group key
+        a, b = pairs[(str(source), int(run))]
+        i, j = sorted((where[a], where[b]))
+        cells.setdefault((i, j), []).append(float(value))
+    n = len(hosts)
+    values = np.full((n, n), np.nan)
+    counts_of = np.zeros((n, n), dtype=np.int64)
+    for (i, j), found in cells.items():
+        values[i, j] = values[j, i] = float(np.median(found))
+        counts_of[i, j] = counts_of[j, i] = len(found)
+    label = series_label({k: (v or None) for k, v in chosen.items()})
+    return PairMatrix(hosts, values, counts_of, sizes, chosen, label)
+
+
+def _pair_rows(
+    measurements: pa.Table, pairs: Mapping[tuple[str, int], tuple[str, ...]]
+) -> pd.DataFrame:
+    """The usable rows of ``measurements`` (whole runs) of the two-host runs in
+    ``pairs``, with their pair; of each run's series only its :data:`PLATEAU_SIZES`
+    largest sizes: the largest sizes of a shape are among those of every run that
+    measured them, and every run and pair of a shape keeps a row."""
     bw = bandwidth_columns(measurements)
     rows = pd.DataFrame({k: key_text(measurements[k]) for k in _PAIR_SHAPE})
     rows["source"] = measurements["source"].to_pandas().astype(object)
@@ -162,39 +211,13 @@ def pair_matrix(
     rows["pair"] = [
         pairs.get((s, int(r))) for s, r in zip(rows["source"], rows["run"], strict=True)
     ]
-    rows = rows[rows["pair"].notna()]
-    for key, wanted in (shape or {}).items():
-        rows = rows[rows[key] == str(wanted)]
-    if rows.empty:
-        raise ValueError("no two-host run with a usable row to draw")
-    if shape is None or set(shape) != set(_PAIR_SHAPE):
-        counts = rows.groupby(list(_PAIR_SHAPE))["pair"].nunique()
-        # groupby sorts the shapes and max keeps the first of equal counts.
-        best = max(counts.items(), key=lambda kv: kv[1])[0]
-        chosen = dict(zip(_PAIR_SHAPE, best, strict=True))
-        for key, value in chosen.items():
-            rows = rows[rows[key] == value]
-    else:
-        chosen = {k: str(v) for k, v in shape.items()}
-    sizes = tuple(sorted(int(s) for s in rows["size_bytes"].unique())[-PLATEAU_SIZES:])
-    top = rows[rows["size_bytes"].isin(sizes)]
-    per_run = top.groupby(["source", "run"], sort=True)["busbw"].median()
-    hosts = tuple(sorted({h for p in rows["pair"] for h in p}, key=_natural))
-    where = {h: i for i, h in enumerate(hosts)}
-    cells: dict[tuple[int, int], list[float]] = {}
-    for key, value in per_run.items():
-        source, run = cast("tuple[str, int]", key)  # the (source, run) group key
-        a, b = pairs[(str(source), int(run))]
-        i, j = sorted((where[a], where[b]))
-        cells.setdefault((i, j), []).append(float(value))
-    n = len(hosts)
-    values = np.full((n, n), np.nan)
-    counts_of = np.zeros((n, n), dtype=np.int64)
-    for (i, j), found in cells.items():
-        values[i, j] = values[j, i] = float(np.median(found))
-        counts_of[i, j] = counts_of[j, i] = len(found)
-    label = series_label({k: (v or None) for k, v in chosen.items()})
-    return PairMatrix(hosts, values, counts_of, sizes, chosen, label)
+    usable: pd.DataFrame = rows[rows["pair"].notna()]
+    if usable.empty:
+        return usable
+    largest = usable.groupby([*_PAIR_SHAPE, "source", "run"])["size_bytes"].rank(
+        method="dense", ascending=False
+    )
+    return usable[largest <= PLATEAU_SIZES]
 
 
 def slow_hosts(ranked: Sequence[HostScore]) -> tuple[str, ...]:
