@@ -213,6 +213,26 @@ def test_markdown_leads_with_the_worst() -> None:
     ]
 
 
+def test_text_leads_with_the_worst() -> None:
+    """Standard output listed a case to CHECK that came first in check order before
+    a FAIL; it leads with the failures, as Markdown and the report do, and with
+    ``verbose`` the other cases come after both, in check order."""
+    mixed = dataclasses.replace(RESULT, cases=(TO_CHECK.cases[1], *RESULT.cases[1:]))
+    assert to_text(mixed) == (
+        "FAIL latency: time_us above 1 ms at 1 of 3 sizes\n"
+        "CHECK verdict: a.log run 0 (hosts node1): CHECK printed busbw disagrees "
+        "with the recomputed one\n"
+        "FAIL: 1 failed, 0 passed, 1 to check, 1 skipped\n"
+    )
+    lines = to_text(mixed, verbose=True).splitlines()
+    assert [line.split(":")[0] for line in lines] == [
+        "FAIL latency",
+        "CHECK verdict",
+        "SKIP slow-host",
+        "FAIL",
+    ]
+
+
 def test_markdown_table_escapes_cells() -> None:
     text = to_markdown(RESULT)
     assert text.startswith("## ncclparse check: FAIL\n")

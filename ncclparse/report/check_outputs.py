@@ -62,12 +62,14 @@ JSON_SCHEMA = Path(__file__).with_name("check.schema.json")
 
 
 def to_text(result: CheckResult, *, verbose: bool = False) -> str:
-    """The cases that FAIL or are to CHECK (with ``verbose`` every case), each led
-    by its outcome, then one summary line."""
+    """The cases that FAIL, then those to CHECK (with ``verbose`` then every other
+    case), each in check order and led by its outcome, then one summary line: the
+    worst first, as the Markdown summary and the report list them."""
+    shown = [*result.failures, *result.to_check]
+    if verbose:
+        shown += [c for c in result.cases if c.outcome not in ("FAIL", "CHECK")]
     lines = [
-        f"{c.outcome} {shown_name(c.rule)}: {shown_name(c.message)}"
-        for c in result.cases
-        if verbose or c.outcome in ("FAIL", "CHECK")
+        f"{c.outcome} {shown_name(c.rule)}: {shown_name(c.message)}" for c in shown
     ]
     lines.append(_summary(result))
     return "\n".join(lines) + "\n"
