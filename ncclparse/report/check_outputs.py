@@ -26,7 +26,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from ncclparse._arrow import distinct_rows, fill_null, key_codes, key_text
+from ncclparse._arrow import distinct_rows, fill_null, flag, key_codes, key_text, num
 from ncclparse._version import __version__
 from ncclparse.formatting import markdown_escape, series_label, shown_name
 from ncclparse.health.cases import ERROR_RULE, Case
@@ -572,16 +572,16 @@ def _measured(
     wanted = {*_MEASURED_KEYS, "busbw_calc_gbps", "efficiency", "ideal_basis"}
     if not wanted <= set(rows.column_names) or rows.num_rows == 0:
         return []
-    size = _floats(rows["size_bytes"])
-    usable = ~_flag(rows["cputime"]) & ~_flag(rows["grouped"]) & (size > 0)
+    sized = num(rows, "size_bytes") > 0
+    usable = ~flag(rows, "cputime") & ~flag(rows, "grouped") & sized
     rows = rows.select([*wanted, "cputime", "grouped"]).filter(pa.array(usable))
     if rows.num_rows == 0:
         return []
     first, group = distinct_rows([key_codes(rows[k]) for k in _MEASURED_KEYS])
-    busbw = _floats(rows["busbw_calc_gbps"]) * 1e9
+    busbw = num(rows, "busbw_calc_gbps") * 1e9
     basis = fill_null(rows["ideal_basis"], "")
-    assumed = _flag(pc.equal(basis, pa.scalar("assumed")))
-    judged = np.where(assumed, np.nan, _floats(rows["efficiency"]))
+    rows = rows.append_column("assumed", pc.equal(basis, pa.scalar("assumed")))
+    judged = np.where(flag(rows, "assumed"), np.nan, num(rows, "efficiency"))
     keys = rows.select(list(_MEASURED_KEYS)).take(first)
     labels = zip(*(key_text(keys[k]).tolist() for k in _MEASURED_KEYS), strict=True)
     order = np.argsort(group, kind="stable")
@@ -597,18 +597,6 @@ def _measured(
             named = dict(zip(_MEASURED_KEYS, map(str, key), strict=True))
             found.append(({**tags, **named}, values))
     return found
-
-
-def _flag(column: pa.ChunkedArray[Any] | pa.Array[Any]) -> npt.NDArray[np.bool_]:
-    """A boolean column as NumPy, null as False."""
-    filled = fill_null(pc.cast(column, pa.bool_()), False)
-    return np.asarray(filled.to_numpy(), dtype=bool)
-
-
-def _floats(column: pa.ChunkedArray[Any]) -> npt.NDArray[np.float64]:
-    """A numeric column as floats, null as NaN."""
-    values = pc.cast(column, pa.float64()).to_numpy()
-    return np.asarray(values, dtype=np.float64)
 
 
 def _min_median(values: npt.NDArray[np.float64]) -> dict[str, float]:
