@@ -45,8 +45,11 @@ def _time(value: float) -> str:
     return f"{value:.1f}" if value >= 100 else f"{value:.2f}"
 
 
-def scale(text: str, factor: Callable[[int], float]) -> str:
-    """Scale each data row's times by ``factor(size_bytes)`` (bandwidths by 1/f)."""
+def _rewrite_times(
+    text: str, new: Callable[[int, float, float, float], tuple[str, str, str]]
+) -> str:
+    """Each data row's out-of-place and in-place (time, algbw, busbw) printed as
+    ``new(size_bytes, time, algbw, busbw)`` gives them, each in its column's width."""
     out = []
     for line in text.splitlines(keepends=True):
         if not _ROW.match(line):
@@ -56,15 +59,24 @@ def scale(text: str, factor: Callable[[int], float]) -> str:
         # parts: '', ws, size, ws, count, ws, type, ws, redop, ws, root, ws,
         # time, ws, algbw, ws, busbw, ws, wrong, ws, time, ws, algbw, ws, busbw, ...
         values = parts[2::2]
-        f = factor(int(values[0]))
+        size = int(values[0])
         for start in (5, 9):  # out-of-place and in-place (time, algbw, busbw)
             t, alg, bus = (float(v) for v in values[start : start + 3])
-            new = (_time(t * f), f"{alg / f:.2f}", f"{bus / f:.2f}")
-            for offset, text_value in enumerate(new):
+            for offset, text_value in enumerate(new(size, t, alg, bus)):
                 index = 2 + 2 * (start + offset)
                 parts[index] = _fit(parts[index], text_value)
         out.append("".join(parts) + "\n")
     return "".join(out)
+
+
+def scale(text: str, factor: Callable[[int], float]) -> str:
+    """Scale each data row's times by ``factor(size_bytes)`` (bandwidths by 1/f)."""
+
+    def scaled(size: int, t: float, alg: float, bus: float) -> tuple[str, str, str]:
+        f = factor(size)
+        return _time(t * f), f"{alg / f:.2f}", f"{bus / f:.2f}"
+
+    return _rewrite_times(text, scaled)
 
 
 def set_wrong(text: str, size: int, count: int, *, in_place: bool = False) -> str:
@@ -151,23 +163,13 @@ def retime(text: str, factor: float, busbw_per_algbw: float = 1.875) -> str:
     printed size and time as nccl-tests computes them (algbw = size / time; busbw
     = ``busbw_per_algbw`` x algbw: 2(n-1)/n for an all_reduce of 16 ranks), so
     the derived log's figures agree with each other as a real log's do."""
-    out = []
-    for line in text.splitlines(keepends=True):
-        if not _ROW.match(line):
-            out.append(line)
-            continue
-        parts = _tokens(line.rstrip("\n"))
-        values = parts[2::2]
-        size = int(values[0])
-        for start in (5, 9):  # out-of-place and in-place (time, algbw, busbw)
-            time = _time(float(values[start]) * factor)
-            algbw = size / float(time) / 1e3
-            new = (time, f"{algbw:.2f}", f"{algbw * busbw_per_algbw:.2f}")
-            for offset, text_value in enumerate(new):
-                index = 2 + 2 * (start + offset)
-                parts[index] = _fit(parts[index], text_value)
-        out.append("".join(parts) + "\n")
-    return "".join(out)
+
+    def retimed(size: int, t: float, alg: float, bus: float) -> tuple[str, str, str]:
+        time = _time(t * factor)
+        algbw = size / float(time) / 1e3
+        return time, f"{algbw:.2f}", f"{algbw * busbw_per_algbw:.2f}"
+
+    return _rewrite_times(text, retimed)
 
 
 def fleet_night(
