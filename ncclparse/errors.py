@@ -51,3 +51,10 @@ class SchemaError(NcclParseError):
 
 class ProfileError(NcclParseError):
     """A hardware profile or bandwidth figure is invalid or ambiguous."""
+
+
+def first_line(exc: BaseException) -> str:
+    """The first line of ``exc``'s message (its repr when it has none): what an
+    error from the OS or pyarrow says, without the lines of detail that follow."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else repr(exc)

@@ -13,7 +13,7 @@ from click.testing import CliRunner
 
 import ncclparse
 from ncclparse.health.compare import CompareRow, Comparison, Side, compare
-from ncclparse.inputs.walk import load_measurements
+from ncclparse.inputs.sides import load_measurements
 from ncclparse.report.comparison import comparison_html, render_comparison
 from tests import _derive as derive
 

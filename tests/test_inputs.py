@@ -28,7 +28,8 @@ from click.testing import CliRunner
 import ncclparse
 from ncclparse.cli import cli
 from ncclparse.errors import InputError
-from ncclparse.inputs.walk import Note, expand, load_measurements
+from ncclparse.inputs.sides import load_measurements
+from ncclparse.inputs.walk import Note, expand
 from ncclparse.store import history
 from ncclparse.store.tables import write_table
 from tests import _derive as derive

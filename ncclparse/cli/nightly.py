@@ -788,7 +788,7 @@ def _compare_side(path: str, name: str | None, table: Any) -> Any:
 def _history_nights(path: str) -> list[str] | None:
     """The dates of a history's partitions, sorted (empty when they cannot be
     listed cheaply: an object store); None when ``path`` is not a history (as
-    :func:`ncclparse.inputs.walk.load_measurements` tells)."""
+    :func:`ncclparse.inputs.sides.load_measurements` tells)."""
     from ncclparse.store.locations import is_uri
 
     if is_uri(path):

@@ -12,7 +12,7 @@ points, not its rows.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -21,10 +21,12 @@ import pyarrow as pa
 
 from ncclparse import schema
 from ncclparse._arrow import distinct_rows, key_codes
+from ncclparse.errors import InputError, first_line
+from ncclparse.inputs.parsing import parse_sources
 from ncclparse.inputs.points import ANALYZE_LIMITS, PointTable
-from ncclparse.inputs.walk import Filters, read_side
+from ncclparse.inputs.walk import Filters, expand
 
-__all__ = ["IDENTITY", "load_side", "run_identity"]
+__all__ = ["IDENTITY", "load_measurements", "load_side", "read_side", "run_identity"]
 
 IDENTITY = "identity"  # the column load_side adds (health.compare reads it)
 
@@ -36,7 +38,7 @@ def run_identity(hosts: Iterable[str | None] | None) -> str:
 
 def load_side(path: str, filters: Filters | None = None, *, jobs: int = 1) -> pa.Table:
     """The ``measurements`` of ``path`` (as
-    :func:`~ncclparse.inputs.walk.load_measurements` reads it: logs, a table or a
+    :func:`load_measurements` reads it: logs, a table or a
     history) with an :data:`IDENTITY` column (see the module doc).
 
     Raises NcclParseError naming the input when it cannot be read, and
@@ -99,3 +101,67 @@ def _relative(source: str, root: str) -> str:
     if relative.startswith(".."):
         return source
     return Path(relative).as_posix()
+
+
+def _is_dir(path: Path) -> bool:
+    """Whether ``path`` is a directory (no: a name the OS refuses, too long)."""
+    try:
+        return path.is_dir()
+    except OSError:
+        return False
+
+
+def load_measurements(
+    path: str, filters: Filters | None = None, *, jobs: int = 1
+) -> pa.Table:
+    """Read one side: a Parquet/Arrow table, a history directory, or benchmark logs
+    (``filters`` select the files of a directory of logs; ``jobs`` worker processes
+    parse them, as :func:`ncclparse.parse_many`).
+
+    Raises NcclParseError (InputError, SchemaError, UnknownLogFormatError) naming the
+    input when it cannot be read.
+    """
+    table, _ = read_side(path, filters, jobs=jobs)
+    return table.select(list(schema.MEASUREMENT_COLUMNS))
+
+
+def read_side(
+    path: str,
+    filters: Filters | None = None,
+    *,
+    jobs: int = 1,
+    on_batch: Callable[[pa.RecordBatch], None] | None = None,
+) -> tuple[pa.Table, pa.Table | None]:
+    """As :func:`load_measurements`, with what names each run: ``(table, runs)``.
+    A table or a history: ``runs`` is None and a history's rows keep their
+    ``hosts`` and ``ingest_key`` columns. Logs: ``runs`` is their ``runs`` table,
+    and their rows go to ``on_batch`` when given (the table is then empty)."""
+    # Imported here: they are not needed to read a table.
+    from ncclparse.store.history import read_history
+    from ncclparse.store.locations import is_uri, location
+    from ncclparse.store.tables import read_table
+
+    kept = [*schema.MEASUREMENT_COLUMNS, "hosts", "ingest_key"]
+    candidate = Path(path)
+    if is_uri(path):
+        where = location(path)  # an object store: a history prefix, or logs
+        try:
+            listed = where.listing()
+        except (OSError, pa.ArrowException) as exc:
+            raise InputError(f"{path}: cannot list: {first_line(exc)}") from exc
+        if any(i.base_name.startswith("date=") for i in listed):
+            return read_history(where).select(kept), None
+    elif candidate.suffix.lower() in (".parquet", ".pq", ".arrow", ".feather", ".ipc"):
+        return read_table(candidate), None
+    elif _is_dir(candidate) and any(candidate.glob("date=*")):
+        return read_history(candidate).select(kept), None
+
+    items = list(expand((path,), filters=filters))
+    errors = [e for e in items if isinstance(e, Exception)]
+    if errors:
+        raise errors[0]
+    parsed = (e for e in items if not isinstance(e, Exception))
+    result = parse_sources(parsed, on_batch, jobs, None)
+    if result.failures:
+        raise result.failures[0]
+    return result.measurements, result.runs

@@ -1,5 +1,4 @@
-"""Command-line inputs: files, directories (recursively) and ``-`` for stdin; a
-measurements table from a table file, a history directory or logs.
+"""Command-line inputs: files, directories (recursively) and ``-`` for stdin.
 
 What a directory walk skips is never silent (docs/robustness.md, "Inputs"): hidden
 entries are counted; anything that is not a regular file (FIFO, socket, device, a
@@ -28,8 +27,7 @@ from typing import IO, TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
 
-from ncclparse import schema
-from ncclparse.errors import InputError, NcclParseError
+from ncclparse.errors import InputError, NcclParseError, first_line
 from ncclparse.parsers import PARSERS, SNIFF_LINES, Source, numbered, open_source
 
 if TYPE_CHECKING:
@@ -121,14 +119,6 @@ def _is_link(path: Path) -> bool:
     """Whether ``path`` is a symbolic link (no: a name the OS refuses, too long)."""
     try:
         return path.is_symlink()
-    except OSError:
-        return False
-
-
-def _is_dir(path: Path) -> bool:
-    """Whether ``path`` is a directory (no: a name the OS refuses, too long)."""
-    try:
-        return path.is_dir()
     except OSError:
         return False
 
@@ -459,7 +449,7 @@ def _expand_uri(
         where = location(item)
         info = where.fs.get_file_info(where.root)
     except (InputError, OSError, pa.ArrowException) as exc:
-        yield _error(item, f"cannot read: {_first_line(exc)}")
+        yield _error(item, f"cannot read: {first_line(exc)}")
         return
     if info.type == FileType.File:
         yield _remote_source(where, where.root), item
@@ -470,7 +460,7 @@ def _expand_uri(
     try:
         listing = where.listing(recursive=True)
     except (OSError, pa.ArrowException) as exc:
-        yield _error(item, f"cannot list: {_first_line(exc)}")
+        yield _error(item, f"cannot list: {first_line(exc)}")
         return
     walker = _Walker(filters or Filters())
     start = len(where.root.rstrip("/")) + 1
@@ -520,11 +510,6 @@ def _error(item: str, text: str) -> InputError:
 def _remote_source(where: Location, path: str) -> Source:
     # A binary stream: the Source union names IO[bytes], which RawIOBase is.
     return cast("IO[bytes]", RemoteFile(where, path))
-
-
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0] if text else repr(exc)
 
 
 def _shown(names: list[str]) -> str:
@@ -642,60 +627,3 @@ class _Pipe(io.RawIOBase):
         if self._fd is not None:
             fd, self._fd = self._fd, None
             os.close(fd)
-
-
-def load_measurements(
-    path: str, filters: Filters | None = None, *, jobs: int = 1
-) -> pa.Table:
-    """Read one side: a Parquet/Arrow table, a history directory, or benchmark logs
-    (``filters`` select the files of a directory of logs; ``jobs`` worker processes
-    parse them, as :func:`ncclparse.parse_many`).
-
-    Raises NcclParseError (InputError, SchemaError, UnknownLogFormatError) naming the
-    input when it cannot be read.
-    """
-    table, _ = read_side(path, filters, jobs=jobs)
-    return table.select(list(schema.MEASUREMENT_COLUMNS))
-
-
-def read_side(
-    path: str,
-    filters: Filters | None = None,
-    *,
-    jobs: int = 1,
-    on_batch: Callable[[pa.RecordBatch], None] | None = None,
-) -> tuple[pa.Table, pa.Table | None]:
-    """As :func:`load_measurements`, with what names each run: ``(table, runs)``.
-    A table or a history: ``runs`` is None and a history's rows keep their
-    ``hosts`` and ``ingest_key`` columns. Logs: ``runs`` is their ``runs`` table,
-    and their rows go to ``on_batch`` when given (the table is then empty)."""
-    # Imported here: this module is on every command's start-up path.
-    from ncclparse.inputs.parsing import parse_sources
-    from ncclparse.store.history import read_history
-    from ncclparse.store.locations import is_uri, location
-    from ncclparse.store.tables import read_table
-
-    kept = [*schema.MEASUREMENT_COLUMNS, "hosts", "ingest_key"]
-    candidate = Path(path)
-    if is_uri(path):
-        where = location(path)  # an object store: a history prefix, or logs
-        try:
-            listed = where.listing()
-        except (OSError, pa.ArrowException) as exc:
-            raise InputError(f"{path}: cannot list: {_first_line(exc)}") from exc
-        if any(i.base_name.startswith("date=") for i in listed):
-            return read_history(where).select(kept), None
-    elif candidate.suffix.lower() in (".parquet", ".pq", ".arrow", ".feather", ".ipc"):
-        return read_table(candidate), None
-    elif _is_dir(candidate) and any(candidate.glob("date=*")):
-        return read_history(candidate).select(kept), None
-
-    items = list(expand((path,), filters=filters))
-    errors = [e for e in items if isinstance(e, Exception)]
-    if errors:
-        raise errors[0]
-    parsed = (e for e in items if not isinstance(e, Exception))
-    result = parse_sources(parsed, on_batch, jobs, None)
-    if result.failures:
-        raise result.failures[0]
-    return result.measurements, result.runs

@@ -79,7 +79,7 @@ import pyarrow.parquet as pq
 
 from ncclparse import schema
 from ncclparse._arrow import fill_null, key_codes
-from ncclparse.errors import InputError, NcclParseError
+from ncclparse.errors import InputError, NcclParseError, first_line
 from ncclparse.parsers import ParseResult
 from ncclparse.store.atomic import remove_stale_temporaries
 from ncclparse.store.locations import Location, location
@@ -1210,10 +1210,7 @@ def _gone(where: Location, path: str) -> bool:
 
 def _first_line(exc: Exception) -> str:
     """The error's first line, without the path pyarrow repeats (the message has it)."""
-    text = str(exc).strip()
-    if not text:
-        return repr(exc)
-    return _SOURCE_PREFIX.sub("", text.splitlines()[0])
+    return _SOURCE_PREFIX.sub("", first_line(exc))
 
 
 def _rows_digest(result: ParseResult, name: str, spool: Spool | None) -> str:
