@@ -202,6 +202,29 @@ def test_check_report_of_merged_points_draws_them(
     assert "node000-node005/all_reduce.log (run 0)</span></h2>" in pages["check"]
 
 
+def test_check_report_of_a_repeated_sweep_draws_reports_points(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A sweep repeated (nccl-tests -N) past the rows a report draws as they are,
+    short of those a check judges as they are: check --report draws the merged
+    points report draws, not every repeat (800 repeats once drew 99,000 table
+    rows, a 48 MB page in 158 s)."""
+    log = tmp_path / "repeated.log"
+    log.write_text(_derive.repeat_sweep(_derive.healthy(), 3))  # 3 x 62 rows
+    monkeypatch.setattr(points, "REPORT_LIMITS", (100, 4_000_000))
+    pages = {}
+    for command, args in (("report", ["-o"]), ("check", ["--report"])):
+        page = tmp_path / f"{command}.html"
+        result = CliRunner().invoke(cli, [command, "-q", str(log), *args, str(page)])
+        assert result.exit_code == 0, result.output
+        pages[command] = page.read_text()
+    runs = re.compile(r'<section id="run\d+".*?</section>', re.S)
+    [section] = runs.findall(pages["report"])
+    assert runs.findall(pages["check"]) == [section]
+    merged = "186 measurements of 62 points (a sweep repeated): merged for judging"
+    assert merged in _section(pages["check"], "messages")
+
+
 def test_check_report_past_the_limit_is_a_usage_error(
     monkeypatch: pytest.MonkeyPatch, tmp_path: Path
 ) -> None:

@@ -444,9 +444,11 @@ def _judge(
 def _report_page(run: CheckRun, rules: Rules, hardware: HardwareOptions) -> str:
     """The page ``report`` draws of the check's inputs, with the check's sections:
     its points analysed in batches of runs, as ``report`` does (the check kept only
-    what its outputs read). A usage error (exit 2) past the points a report draws
-    (REPORT_LIMITS, docs/robustness.md; as many as a check takes, today)."""
-    from ncclparse.inputs.points import REPORT_LIMITS
+    what its outputs read), a point's repeats merged as ``report`` merges them
+    (the check merges them only past more rows). A usage error (exit 2) past the
+    points a report draws (REPORT_LIMITS, docs/robustness.md; as many as a check
+    takes, today)."""
+    from ncclparse.inputs.points import REPORT_LIMITS, as_points
     from ncclparse.report import build_context, render_report
 
     points, limit = run.parsed.measurements.num_rows, REPORT_LIMITS[1]
@@ -457,7 +459,7 @@ def _report_page(run: CheckRun, rules: Rules, hardware: HardwareOptions) -> str:
             "report fewer logs at a time"
         )
     context = build_context(
-        run.parsed,
+        as_points(run.parsed, REPORT_LIMITS),
         hardware=hardware,
         command_line=command_line(),
         failures=list(run.input_failures),

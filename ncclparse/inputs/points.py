@@ -17,6 +17,7 @@ message naming the limit (docs/robustness.md; the limits per command:
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING, Any, cast
 
 import pyarrow as pa
@@ -29,6 +30,7 @@ from ncclparse.inputs.limits import ANALYZE_LIMITS, CHECK_LIMITS, REPORT_LIMITS
 if TYPE_CHECKING:
     from types import TracebackType
 
+    from ncclparse.parsers import ParseResult
     from ncclparse.store.spool import Spool
 
 __all__ = [
@@ -37,6 +39,7 @@ __all__ = [
     "REPORT_LIMITS",
     "PointTable",
     "TooManyPoints",
+    "as_points",
     "with_merge_notes",
 ]
 
@@ -382,3 +385,17 @@ def with_merge_notes(
         runs.schema.field(index),
         pa.array(updated, runs.schema.field(index).type),
     )
+
+
+def as_points(result: ParseResult, limits: tuple[int, int]) -> ParseResult:
+    """``result`` as a :class:`PointTable` of ``limits`` collects it: a point's
+    repeats merged once its rows pass ``limits``' exact rows, the merged runs
+    saying so. What was merged already stays as it is (a point is one row). So a
+    command that parsed with other limits (``check``) draws the points ``report``
+    draws. Raises TooManyPoints past ``limits``' points."""
+    points = PointTable(limits)
+    for batch in result.measurements.to_batches():
+        points.add(batch)
+    measurements = points.table()
+    runs = with_merge_notes(result.runs, points.merged_runs())
+    return dataclasses.replace(result, measurements=measurements, runs=runs)
