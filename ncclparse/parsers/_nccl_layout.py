@@ -13,6 +13,7 @@ measurement can have (a negative time, a NaN bandwidth ...).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -112,11 +113,15 @@ _METRIC_CODES = {name: code for code, (name, _) in enumerate(NATIVE_METRICS)}
 _MAX_LABELS = 8  # redop/root columns the native reader takes
 
 
+# A log of many runs reads each of its few layouts thousands of times (once a native
+# read): the spec is a pure function of the layout's and the count's values.
+@functools.lru_cache(maxsize=256)
 def row_spec(layout: Layout, iter_skipped: int | None) -> tuple[Any, ...] | None:
     """``layout`` as the native row reader takes it (``_scan.read_rows``), or None
     for a layout it reads no row of (a timestamp, more than two placement blocks, a
     metric it does not know or twice). ``iter_skipped``: what every block gets as
-    its ``iter_skipped`` when the layout has ``i_p99`` (the run's -K)."""
+    its ``iter_skipped`` when the layout has ``i_p99`` (the run's -K). Remembered
+    for the last 256 (layout, count) pairs."""
     half = layout.half
     labels = sum(1 for k in layout.keys[3:] if k in ("redop", "root"))
     if (
