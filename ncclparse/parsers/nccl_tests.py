@@ -299,8 +299,7 @@ class _Parser:
                 previous, index = number, index + 1
                 continue
             fields, dicts, stop = read
-            for row in dicts:  # the native reader's integers fit their columns
-                run.add_row(row, in_range=True)
+            run.add_rows_in_range(dicts)
             if stop > index + 1:  # lines read as columns, plain NCCL lines between
                 last = numbers[stop - 1]
                 noise += last - number - (stop - 1 - index)
