@@ -579,3 +579,22 @@ def test_keys_that_change_from_row_to_row_are_read_as_columns() -> None:
     redops = result.measurements.column("redop").to_pylist()
     # Two rows a line (out-of-place, in-place), each with its line's redop.
     assert redops == [ops[i % 5] for i in range(len(rows)) for _ in (0, 1)]
+
+
+def test_row_specs_are_remembered_for_a_bounded_number_of_layouts() -> None:
+    # A many-run log asks for the spec of the same few layouts once a native read.
+    assert row_spec.cache_info().maxsize == 256
+    keys, placements = ("size", "count", "type", "redop", "root"), ("in-place",)
+
+    def spec(layout: Layout, skipped: int | None = None) -> tuple[Any, ...]:
+        found = row_spec(layout, skipped)
+        assert found is not None
+        return found
+
+    # Layouts equal but for one field, and counts that differ: specs of their own.
+    microseconds = Layout(keys, _HALVES[0], placements)
+    assert spec(Layout(keys, _HALVES[0], placements, time_in_ms=True))[3] is True
+    assert spec(microseconds)[3] is False
+    per_iteration = Layout(keys, _HALVES[1], placements)
+    assert (spec(per_iteration, 2)[6], spec(per_iteration, 3)[6]) == (2, 3)
+    assert spec(Layout(keys, _HALVES[0], placements)) is spec(microseconds)

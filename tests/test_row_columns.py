@@ -129,3 +129,39 @@ def test_the_columns_a_parse_gives() -> None:
     assert built["cputime"].to_pylist() == [True, False]
     assert built["grouped"] is not None
     assert built["grouped"].to_pylist() == [False, False]
+
+
+class _Name(str):
+    """A column name that is not a plain str: dict_columns then looks every
+    column up by its name, row by row (the reference for the path below)."""
+
+    __slots__ = ()
+
+
+_KEYS = st.one_of(
+    st.sampled_from(_NAMES),
+    st.sampled_from(["other", "line_", 7, _Name("line"), _Name("time_us")]),
+)
+_LIKE = st.lists(
+    st.dictionaries(_KEYS, _VALUES, max_size=len(_NAMES) + 3), min_size=1, max_size=6
+)
+
+
+@pytest.mark.skipif(NATIVE is None, reason="no native extension")
+@given(_LIKE, st.lists(st.integers(0, 5), min_size=1, max_size=40))
+@example([{"line": 1, "time_us": 2.0}, {"time_us": 3.0, "line": 4}], [0, 1, 0, 1])
+@example([{"line": 1, "other": 2}, {_Name("line"): 5, 7: None}], [0, 1, 1, 0])
+def test_rows_read_entry_by_entry_are_rows_read_by_name(
+    shapes: list[dict[Any, Any]], picks: list[int]
+) -> None:
+    # Rows made alike (the same keys in the same order) are read in one pass over
+    # their entries, each key's column remembered by its position: rows alike,
+    # then in another order, with keys that are no column or no plain str, give
+    # the buffers of every column looked up by name.
+    assert NATIVE is not None
+    rows = [dict(shapes[i % len(shapes)]) for i in picks]
+    names, kinds, defaults = _model._ROW_SPEC
+    by_name = tuple(_Name(name) for name in names)
+    assert NATIVE(rows, names, kinds, defaults) == NATIVE(
+        rows, by_name, kinds, defaults
+    )

@@ -22,6 +22,7 @@ from typing import IO, Protocol, cast
 from ncclparse.errors import InputError, UnknownLogFormatError
 
 from . import imb, nccl_tests, nccl_tests_json, oneccl, oneccl_csv
+from ._gc import rarer_collections
 from ._lines import (
     Line,
     Rows,
@@ -132,9 +133,12 @@ def parse_source(collector: Collector, source: Source, name: str | None) -> None
     display, handle, owned = open_source(source, name)
     numbers = itertools.count()
     try:
-        accounting = parse_lines(
-            handle, display, lambda run: collector.add_run(display, next(numbers), run)
-        )
+        with rarer_collections():
+            accounting = parse_lines(
+                handle,
+                display,
+                lambda run: collector.add_run(display, next(numbers), run),
+            )
     except SpillError as exc:
         raise InputError(f"{display}: {exc.strerror}") from exc
     except OSError as exc:  # EIO, a vanished network file system, ...

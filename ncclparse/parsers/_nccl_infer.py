@@ -115,15 +115,28 @@ def infer_collective(
 
 
 def _candidates_from_numbers(run: Run) -> tuple[list[str], str] | None:
-    sized = [r for r in run.rows if r["size_bytes"] and r["count"]]
-    if not sized:
+    ratios: list[float] = []  # size/count bytes of the sized rows
+    pairs: list[tuple[float, float]] = []  # (algbw, busbw) where both are readable
+    has_redop = has_root = False
+    for r in run.rows:  # one pass, not one per question: it reads every row of a run
+        size, count = r["size_bytes"], r["count"]
+        if size and count:
+            ratios.append(size / (count * DTYPE_BYTES[r["dtype"]]))
+        algbw, busbw = r.get("algbw_gbps"), r.get("busbw_gbps")
+        if (
+            algbw is not None
+            and busbw is not None
+            and isfinite(algbw)
+            and isfinite(busbw)
+            and algbw > 0
+        ):
+            pairs.append((algbw, busbw))
+        has_redop = has_redop or r["redop"] is not None
+        has_root = has_root or r["root"] is not None
+    if not ratios:
         return None
-    ranks = round(
-        median(r["size_bytes"] / (r["count"] * DTYPE_BYTES[r["dtype"]]) for r in sized)
-    )
-    bus = bus_ratio(run.rows)
-    has_redop = any(r["redop"] is not None for r in run.rows)
-    has_root = any(r["root"] is not None for r in run.rows)
+    ranks = round(median(ratios))
+    bus = bus_ratio(pairs)
     why = f"size/count ratio {ranks}"
     if bus is not None:
         why += f" and busbw/algbw {bus:.3f}"
@@ -155,19 +168,9 @@ def _candidates_from_numbers(run: Run) -> tuple[list[str], str] | None:
     return ["all_gather", "alltoall"], why
 
 
-def bus_ratio(rows: list[dict[str, Any]]) -> float | None:
-    """Median busbw/algbw over the rows with the largest algbw (least rounded)."""
-    pairs: list[tuple[float, float]] = []
-    for r in rows:  # a loop, not a call per value: it reads every row of a run
-        algbw, busbw = r.get("algbw_gbps"), r.get("busbw_gbps")
-        if (
-            algbw is not None
-            and busbw is not None
-            and isfinite(algbw)
-            and isfinite(busbw)
-            and algbw > 0
-        ):
-            pairs.append((algbw, busbw))
+def bus_ratio(pairs: list[tuple[float, float]]) -> float | None:
+    """Median busbw/algbw over the (algbw, busbw) pairs with the largest algbw
+    (least rounded); every algbw is finite and above 0."""
     if not pairs:
         return None
     top = max(a for a, _ in pairs)

@@ -13,6 +13,7 @@ measurement can have (a negative time, a NaN bandwidth ...).
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -112,11 +113,15 @@ _METRIC_CODES = {name: code for code, (name, _) in enumerate(NATIVE_METRICS)}
 _MAX_LABELS = 8  # redop/root columns the native reader takes
 
 
+# A log of many runs reads each of its few layouts thousands of times (once a native
+# read): the spec is a pure function of the layout's and the count's values.
+@functools.lru_cache(maxsize=256)
 def row_spec(layout: Layout, iter_skipped: int | None) -> tuple[Any, ...] | None:
     """``layout`` as the native row reader takes it (``_scan.read_rows``), or None
     for a layout it reads no row of (a timestamp, more than two placement blocks, a
     metric it does not know or twice). ``iter_skipped``: what every block gets as
-    its ``iter_skipped`` when the layout has ``i_p99`` (the run's -K)."""
+    its ``iter_skipped`` when the layout has ``i_p99`` (the run's -K). Remembered
+    for the last 256 (layout, count) pairs."""
     half = layout.half
     labels = sum(1 for k in layout.keys[3:] if k in ("redop", "root"))
     if (
@@ -374,12 +379,16 @@ def _read_keys(tokens: list[str], layout: Layout) -> dict[str, Any]:
             f"size and count must be integers, found {size[:SHOWN]!r} {count[:SHOWN]!r}"
         )
     # Longer than int64 can be: not converted (int() of 5000 digits raises).
-    if max(len(t.lstrip("-").lstrip("0")) for t in (size, count)) > 19:
+    if (
+        len(size.lstrip("-").lstrip("0")) > 19
+        or len(count.lstrip("-").lstrip("0")) > 19
+    ):
         raise RowError(f"size or count out of range: {size[:24]} {count[:24]}")
     keys: dict[str, Any] = {"size_bytes": int(size), "count": int(count)}
-    reason = impossible(keys, {"size_bytes": size, "count": count})
-    if reason is not None:
-        raise ImpossibleValue(reason)
+    if keys["size_bytes"] < 0 or keys["count"] < 0:  # else impossible() finds none
+        reason = impossible(keys, {"size_bytes": size, "count": count})
+        if reason is not None:
+            raise ImpossibleValue(reason)
     if not (keys["size_bytes"] < 2**63 and keys["count"] < 2**63):
         raise RowError(f"size or count out of range: {size[:24]} {count[:24]}")
     dtype = DTYPES.get(type_name)
@@ -411,14 +420,15 @@ def _read_block(
     values: list[str], layout: Layout, stamp: str | None
 ) -> dict[str, Any] | None:
     named = dict(zip(layout.half, values, strict=True))
-    if all(named.get(k) == "N/A" for k in ("time", "algbw", "busbw")):
+    algbw, busbw = named.get("algbw"), named.get("busbw")
+    if named.get("time") == "N/A" and algbw == "N/A" and busbw == "N/A":
         return None
     block: dict[str, Any] = {}
     try:
         time = to_float(named["time"])
         block["time_us"] = time * 1000.0 if layout.time_in_ms else time
-        block["algbw_gbps"] = _number(named.get("algbw"))
-        block["busbw_gbps"] = _number(named.get("busbw"))
+        block["algbw_gbps"] = _number(algbw)
+        block["busbw_gbps"] = _number(busbw)
         wrong = named.get("wrong")
         block["wrong"] = _number(wrong.rstrip("*")) if wrong is not None else None
         block["time_min_us"] = _number(named.get("i_min"))
@@ -427,11 +437,12 @@ def _read_block(
         block["stddev_pct"] = _number(named.get("i_cv"))
     except ValueError as exc:
         raise RowError(str(exc)) from exc
-    shown = {"time_us": named["time"]}
-    shown.update({f"{k}_gbps": named[k] for k in ("algbw", "busbw") if k in named})
-    reason = impossible(block, shown)
-    if reason is not None:
-        raise ImpossibleValue(reason)
+    if not _possible(block["time_us"], block["algbw_gbps"], block["busbw_gbps"]):
+        shown = {"time_us": named["time"]}
+        shown.update({f"{k}_gbps": named[k] for k in ("algbw", "busbw") if k in named})
+        reason = impossible(block, shown)
+        if reason is not None:
+            raise ImpossibleValue(reason)
     kind = layout.wrong_kind
     if kind is None and wrong is not None and wrong != "N/A":
         kind = "max_deviation" if _DEVIATION.match(wrong) else "count"
@@ -440,6 +451,17 @@ def _read_block(
     block["cputime"] = layout.cputime
     block["timestamp"] = stamp
     return block
+
+
+def _possible(time: float, algbw: float | None, busbw: float | None) -> bool:
+    """Whether :func:`impossible` finds nothing in a block's values: the time and
+    any bandwidth finite and not negative (most rows; it is asked only otherwise)."""
+    return (
+        math.isfinite(time)
+        and time >= 0
+        and (algbw is None or (math.isfinite(algbw) and algbw >= 0))
+        and (busbw is None or (math.isfinite(busbw) and busbw >= 0))
+    )
 
 
 def _number(token: str | None) -> float | None:

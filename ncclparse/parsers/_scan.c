@@ -1535,9 +1535,29 @@ column_result(DictColumn *column)
     return result;
 }
 
-/* One row's values into every column still built; -1: an error is set. */
+/* One value into its column, if still built; -1: an error is set. */
 static int
-put_row(PyObject *row, DictColumn *columns, Py_ssize_t n)
+put_column(DictColumn *column, PyObject *value)
+{
+    if (!column->building)
+        return 0;
+    int ok = column->kind == D_NULLS
+                 ? value == Py_None
+                 : put_value(column->kind, value, &column->data, &column->present,
+                             &column->strings);
+    if (ok < 0)
+        return -1;
+    if (ok == 0) {
+        column->building = 0;
+        forget_column(column);
+    }
+    return 0;
+}
+
+/* One row's values into every column still built, each looked up by its name;
+ * -1: an error is set. */
+static int
+put_row_by_name(PyObject *row, DictColumn *columns, Py_ssize_t n)
 {
     for (Py_ssize_t c = 0; c < n; c++) {
         DictColumn *column = &columns[c];
@@ -1546,18 +1566,85 @@ put_row(PyObject *row, DictColumn *columns, Py_ssize_t n)
         PyObject *value = PyDict_GetItemWithError(row, column->name); /* borrowed */
         if (value == NULL && PyErr_Occurred())
             return -1;
-        value = value ? value : column->fallback;
-        int ok = column->kind == D_NULLS
-                     ? value == Py_None
-                     : put_value(column->kind, value, &column->data, &column->present,
-                                 &column->strings);
-        if (ok < 0)
+        if (put_column(column, value ? value : column->fallback) < 0)
             return -1;
-        if (ok == 0) {
-            column->building = 0;
-            forget_column(column);
-        }
     }
+    return 0;
+}
+
+/* Rows made alike (read_rows' copies of one template, the parser's row literals)
+ * hold the same keys in the same order: each row is read in one pass over its
+ * entries, each key's column remembered by its position, instead of one look-up
+ * of every column's name (a row has some twenty keys, the columns are thirty).
+ * The same values as put_row_by_name: row.get(name, default) for each column. */
+#define ORDER_SLOTS 64
+typedef struct {
+    PyObject *index_of;             /* column name -> its index (a dict) */
+    PyObject *keys[ORDER_SLOTS];    /* the key at each position (own references) */
+    Py_ssize_t columns[ORDER_SLOTS]; /* its column, -1: none */
+    Py_ssize_t *seen;               /* per column: the last row that held it */
+} KeyOrder;
+
+static void
+forget_order(KeyOrder *order)
+{
+    Py_CLEAR(order->index_of);
+    for (int i = 0; i < ORDER_SLOTS; i++)
+        Py_CLEAR(order->keys[i]);
+    PyMem_Free(order->seen);
+    order->seen = NULL;
+}
+
+/* The column of the key at position i of a row; -2: not a plain str (the row is
+ * read by name), -3: an error is set. */
+static Py_ssize_t
+column_at(KeyOrder *order, Py_ssize_t i, PyObject *key)
+{
+    if (order->keys[i] == key)
+        return order->columns[i];
+    if (!PyUnicode_CheckExact(key))
+        return -2; /* its __eq__ and __hash__ are its own: looked up as before */
+    PyObject *index = PyDict_GetItemWithError(order->index_of, key); /* borrowed */
+    if (index == NULL && PyErr_Occurred())
+        return -3;
+    Py_ssize_t column = index ? PyLong_AsSsize_t(index) : -1;
+    Py_XSETREF(order->keys[i], Py_NewRef(key));
+    order->columns[i] = column;
+    return column;
+}
+
+/* One row's values into every column still built; -1: an error is set. */
+static int
+put_row(PyObject *row, DictColumn *columns, Py_ssize_t n, KeyOrder *order,
+        Py_ssize_t stamp)
+{
+    Py_ssize_t size = PyDict_GET_SIZE(row);
+    if (order->index_of == NULL || size > ORDER_SLOTS)
+        return put_row_by_name(row, columns, n);
+    /* Every entry's column first: no value is put unless the row reads this way. */
+    Py_ssize_t where[ORDER_SLOTS];
+    PyObject *values[ORDER_SLOTS]; /* borrowed: the row is not changed meanwhile */
+    Py_ssize_t pos = 0, i = 0;
+    PyObject *key, *value;
+    while (i < size && PyDict_Next(row, &pos, &key, &value)) {
+        Py_ssize_t column = column_at(order, i, key);
+        if (column == -3)
+            return -1;
+        if (column == -2)
+            return put_row_by_name(row, columns, n);
+        where[i] = column;
+        values[i++] = value;
+    }
+    for (Py_ssize_t k = 0; k < i; k++) {
+        if (where[k] < 0)
+            continue;
+        order->seen[where[k]] = stamp;
+        if (put_column(&columns[where[k]], values[k]) < 0)
+            return -1;
+    }
+    for (Py_ssize_t c = 0; c < n; c++)
+        if (order->seen[c] != stamp && put_column(&columns[c], columns[c].fallback) < 0)
+            return -1;
     return 0;
 }
 
@@ -1583,6 +1670,13 @@ dict_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
     if (columns == NULL)
         return PyErr_NoMemory();
     PyObject *out = NULL;
+    KeyOrder order = {0};
+    if ((order.seen = PyMem_Calloc((size_t)(n ? n : 1), sizeof(Py_ssize_t))) == NULL ||
+        (order.index_of = PyDict_New()) == NULL) {
+        forget_order(&order);
+        PyMem_Free(columns);
+        return PyErr_NoMemory();
+    }
     for (Py_ssize_t c = 0; c < n; c++) {
         DictColumn *column = &columns[c];
         column->name = PyTuple_GET_ITEM(args[1], c);
@@ -1592,13 +1686,23 @@ dict_columns(PyObject *module, PyObject *const *args, Py_ssize_t nargs)
         if (column->building && column->kind == D_STRING &&
             (column->strings.codes_of = PyDict_New()) == NULL)
             goto done;
+        PyObject *index = PyLong_FromSsize_t(c);
+        int rc = index && PyUnicode_CheckExact(column->name)
+                     ? PyDict_SetItem(order.index_of, column->name, index)
+                     : 0;
+        Py_XDECREF(index);
+        if (index == NULL || rc < 0)
+            goto done;
     }
+    /* Names not all plain and distinct: every row is read by name. */
+    if (PyDict_GET_SIZE(order.index_of) != n)
+        Py_CLEAR(order.index_of);
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(rows); i++) {
         /* A reference of its own: a value's __eq__ could change the list. */
         PyObject *row = Py_NewRef(PyList_GET_ITEM(rows, i));
         int rc = 0;
         if (PyDict_CheckExact(row)) {
-            rc = put_row(row, columns, n);
+            rc = put_row(row, columns, n, &order, i + 1);
         }
         else { /* a row of another type: every column is the caller's */
             for (Py_ssize_t c = 0; c < n; c++)
@@ -1622,6 +1726,7 @@ done:
     for (Py_ssize_t c = 0; c < n; c++)
         forget_column(&columns[c]);
     PyMem_Free(columns);
+    forget_order(&order);
     return out;
 }
 
