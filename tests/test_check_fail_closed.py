@@ -351,6 +351,28 @@ def test_a_log_dated_in_the_future_is_stale(runner: CliRunner, tmp_path: Path) -
     ]
 
 
+def test_last_nights_log_filed_under_tonights_date_is_stale(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """A site ahead of UTC files each night under its local date, one day ahead
+    (which ingest allows): last night's log was then filed under tonight's UTC
+    date, and judged again tonight it passed as tonight's own (found by the
+    re-run of issue 30). It was ingested on an earlier day: stale, named with the
+    day it was ingested on. A log ingested tonight under tomorrow's date is not."""
+    history, _ = _history(runner, tmp_path, nights=1)
+    now = dt.datetime.now(dt.UTC)
+    today = now.date()
+    last, tonight = tmp_path / "last.log", tmp_path / "tonight.log"
+    last.write_text(derive.scale(derive.healthy(), derive.jitter(7)))
+    tonight.write_text(derive.scale(derive.healthy(), derive.jitter(8)))
+    yesterday = dt.datetime.combine(today, dt.time(22), dt.UTC) - dt.timedelta(days=1)
+    ingest(ncclparse.parse(last), history, date=today, now=yesterday)
+    ingest(ncclparse.parse(tonight), history, date=today + dt.timedelta(days=1))
+    assert _fresh(history, [last, tonight]) == [
+        _stale(last, yesterday.date().isoformat())
+    ]
+
+
 # 4. A sweep that stops before bandwidth can be judged -----------------------------
 
 

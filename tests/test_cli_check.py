@@ -396,20 +396,48 @@ def _rules(tmp_path: Path, text: str) -> Path:
 def test_history_older_than_the_window_is_named(
     runner: CliRunner, tmp_path: Path
 ) -> None:
-    history = _history(runner, tmp_path, nights=8)
-    rules = _rules(tmp_path, "[history]\nmax_age_days = 4\n")
+    history = _history(runner, tmp_path, nights=10)
+    rules = _rules(tmp_path, "[history]\nmax_age_days = 6\n")
     args = [str(derive.HEALTHY), "--history", str(history), "--tag", "cluster=a"]
     result, document = _check(runner, tmp_path, *args, "--rules", str(rules), *A3_MEGA)
     assert result.exit_code == 0, result.stdout
     assert _baseline(document) == [
         ("baseline", "pass",
-         f"4 run(s) with cluster=a, on 4 dates from {_ago(4)} to {_ago(1)}, make the "
-         "baseline (up to the 20 most recent per size, within 4 days)"),
+         f"6 run(s) with cluster=a, on 6 dates from {_ago(6)} to {_ago(1)}, make the "
+         "baseline (up to the 20 most recent per size, within 6 days)"),
         ("baseline window", "skip",
-         f"4 run(s) with cluster=a, on 4 dates from {_ago(8)} to {_ago(5)}, are older "
-         f"than the 4-day window (which starts on {_ago(4)}) and not part of the "
+         f"4 run(s) with cluster=a, on 4 dates from {_ago(10)} to {_ago(7)}, are older "
+         f"than the 6-day window (which starts on {_ago(6)}) and not part of the "
          "baseline; [history] max_age_days sets the window"),
     ]  # fmt: skip
+
+
+def test_a_window_too_short_for_min_runs_fails(
+    runner: CliRunner, tmp_path: Path
+) -> None:
+    """``max_age_days = 4`` with ``min_runs = 5`` left a nightly series 4 runs at
+    every size: no size was judged, and a log 15 % slower passed (exit 0) with 8
+    nights in the history (found by the re-run of issue 30). A young history (no
+    run older than the window) is still judged from its fifth night on, not failed."""
+    history = _history(runner, tmp_path, nights=8)
+    rules = _rules(tmp_path, "[history]\nmax_age_days = 4\n")
+    args = [str(derive.HEALTHY), "--history", str(history), "--tag", "cluster=a"]
+    result, document = _check(runner, tmp_path, *args, "--rules", str(rules), *A3_MEGA)
+    assert result.exit_code == 1, result.stdout
+    assert _baseline(document)[0] == (
+        "baseline", "fail",
+        f"no size can be judged: 4 run(s) with cluster=a, on 4 dates from {_ago(4)} "
+        f"to {_ago(1)}, are in the 4-day window (which starts on {_ago(4)}), fewer "
+        "than [history] min_runs (5) at every size, and 4 run(s), on 4 dates from "
+        f"{_ago(8)} to {_ago(5)}, are older; raise [history] max_age_days or lower "
+        "min_runs",
+    )  # fmt: skip
+    (tmp_path / "young").mkdir()
+    young = _history(runner, tmp_path / "young", nights=4)
+    args = [str(derive.HEALTHY), "--history", str(young), "--tag", "cluster=a"]
+    result, document = _check(runner, tmp_path, *args, "--rules", str(rules), *A3_MEGA)
+    assert result.exit_code == 0, result.stdout
+    assert [c[:2] for c in _baseline(document)] == [("baseline", "pass")]
 
 
 def test_history_all_older_than_the_window_fails(

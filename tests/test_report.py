@@ -275,6 +275,32 @@ def test_thresholds_and_profile_options_change_the_verdict() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("inter_bw", "headline"),
+    [
+        # Mb/s for Gb/s: I = 0.05 GB/s, a tree's line rate 2 x 15/16 x 0.05.
+        ("400Mbps", "330.6 GB/s on the plateau, 2 GiB to 8 GiB is 352610.1 % of a "
+         "tree's line rate (0.0938 GB/s)"),
+        # Gb/s for GB/s: I = 6.25 GB/s, 2 x 15/16 x 6.25 = 11.7 GB/s.
+        ("50Gbps", "330.6 GB/s on the plateau, 2 GiB to 8 GiB is 2820.9 % of a "
+         "tree's line rate (11.7 GB/s)"),
+    ],
+)  # fmt: skip
+def test_figures_far_too_low_to_judge_fail(inter_bw: str, headline: str) -> None:
+    """A unit mistaken in a profile or option (Mb/s for Gb/s, bits for bytes) put
+    every run "above the ideal", a NOTE: every log passed, however slow (found by
+    the re-run of issue 30). Beyond 4 times the line rate of the fastest algorithm
+    (in-network reduction included) the figures cannot be this machine's."""
+    low = HardwareOptions(profile="h100", inter_bw=inter_bw)
+    (run,) = build_context(ncclparse.parse_many([H100]), hardware=low).runs
+    assert run.verdict.label == "FAIL"
+    assert run.verdict.headline == (
+        f"hardware figures too low to judge: median busbw {headline}, beyond what "
+        "any algorithm reaches, in-network reduction included; check the hardware "
+        "profile's bandwidths and their units (GB/s, Gb/s)"
+    )
+
+
 def test_text_from_logs_is_escaped() -> None:
     log = H100.read_text().replace("ztan-mig-gq73", INJECTED)
     name = '<img src=x onerror="alert(2)">.log'

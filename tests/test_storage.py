@@ -214,3 +214,14 @@ def test_a_failed_append_leaves_the_file_as_it_was(
         atomic.append_block(path, "## after\n")
     assert str(raised.value) == f"{path}: cannot append to it: No space left on device"
     assert path.read_text() == "## before\n"
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="Linux's /dev/full")
+def test_a_full_device_is_named_as_full() -> None:
+    """``--markdown /dev/full`` said "Invalid argument": the device cannot be cut
+    back, and that error hid the write's (found by the re-run of issue 30)."""
+    with pytest.raises(ncclparse.NcclParseError) as raised:
+        atomic.append_block(Path("/dev/full"), "## after\n")
+    assert (
+        str(raised.value) == "/dev/full: cannot append to it: No space left on device"
+    )

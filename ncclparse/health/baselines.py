@@ -325,8 +325,9 @@ class Selection:
     oldest: str | None
     tag_values: dict[str, Counter[str | None]] = field(default_factory=dict)
     # The candidate's own logs the history got on another night than ``today``
-    # (earlier, or dated beyond tomorrow): the first such date by ingest key (a logs
-    # directory that was not refreshed), whatever their tags.
+    # (dated earlier or beyond tomorrow, or ingested on an earlier UTC day): the
+    # first such date by ingest key (a logs directory that was not refreshed),
+    # whatever their tags; for a log dated tonight, the day it was ingested on.
     stale: dict[str, str] = field(default_factory=dict)
 
 
@@ -374,7 +375,12 @@ def select_baseline(
     night = runs["date"].between(
         tonight.isoformat(), (tonight + DATE_AHEAD).isoformat()
     )
-    again = runs[runs["ingest_key"].isin(list(exclude_keys)) & ~night]
+    # A site ahead of UTC files a night under tomorrow's date: last night's log is
+    # then under tonight's date, but it was ingested on an earlier day.
+    ingested_on = runs["ingested_at"].dt.strftime("%Y-%m-%d")
+    earlier = ingested_on < tonight.isoformat()
+    runs["stale_on"] = runs["date"].where(~night, ingested_on)
+    again = runs[runs["ingest_key"].isin(list(exclude_keys)) & (~night | earlier)]
 
     return Selection(
         table,
@@ -389,7 +395,7 @@ def select_baseline(
         tag_values=tag_values(view, runs, tags) if tags else {},
         stale={
             str(key): str(date)
-            for key, date in again.groupby("ingest_key")["date"].min().items()
+            for key, date in again.groupby("ingest_key")["stale_on"].min().items()
         },
     )
 

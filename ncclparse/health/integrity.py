@@ -218,14 +218,29 @@ def baseline_cases(
     ``baseline`` passes naming the runs it is made of, and fails when no run can be
     one (the history holds none, none with the tags, or none usable: tonight's own
     logs, failed runs, runs older than the window), saying what was looked for and
-    what the history holds; with ``first_night`` that case is skipped instead.
-    ``baseline window``, skipped, names the runs older than the window when others
-    make the baseline (when none do, the ``baseline`` case names them).
+    what the history holds; with ``first_night`` that case is skipped instead. It
+    fails too when runs older than the window exist and those in it are fewer than
+    ``min_runs`` at every size (the rules, not a young history, keep every size from
+    being judged). ``baseline window``, skipped, names the runs older than the
+    window when others make the baseline (when none do, the ``baseline`` case names
+    them).
     """
     tags = ", ".join(f"{k}={v}" for k, v in chosen.tags.items())
     with_tags = f" with {tags}" if tags else ""
     cases = []
-    if chosen.selected:
+    if chosen.selected and chosen.old and not _judges_a_size(chosen, policy):
+        # Not a young history: the window leaves too few runs for any size.
+        message = (
+            f"no size can be judged: {_runs(chosen.selected)}{with_tags}, "
+            f"{_dated(chosen.selected)}, are in the {policy.max_age_days}-day window "
+            f"(which starts on {chosen.oldest}), fewer than [history] min_runs "
+            f"({policy.min_runs}) at every size, and {_runs(chosen.old)}, "
+            f"{_dated(chosen.old)}, are older; raise [history] max_age_days or lower "
+            "min_runs"
+        )
+        outcome: Outcome = "SKIP" if first_night else "FAIL"
+        cases.append(Case("history", "baseline", outcome, message))
+    elif chosen.selected:
         limit = (
             f"within {policy.max_age_days} days" if chosen.oldest else "no age limit"
         )
@@ -350,6 +365,12 @@ def _tag_counts(key: str, counts: Mapping[str | None, int]) -> str:
         else f"no {key} tag in {_runs(n)}"
         for value, n in ordered
     )
+
+
+def _judges_a_size(chosen: Selection, policy: HistoryPolicy) -> bool:
+    """Whether some size of the baseline has ``min_runs`` runs to be judged by."""
+    table = chosen.table
+    return "runs" in table and bool((table["runs"] >= policy.min_runs).any())
 
 
 def _runs(count: int | Sequence[str]) -> str:

@@ -112,6 +112,11 @@ FALL = 0.8  # busbw at the largest size below 80 % of its peak: falling with siz
 COLLAPSE = 0.5
 APART = 0.75  # in-place below 75 % of out-of-place (or the reverse): apart
 SPREAD = 2.0  # slowest time over twice the fastest at one size: a wide spread
+# A plateau this many times the line rate of the fastest algorithm the figures allow
+# (in-network reduction included, which at most halves the bytes sent): the figures
+# cannot be the machine's (a unit mistaken: Mb/s for Gb/s, bits for bytes), and every
+# log would pass as above the ideal. Up to it, a profile a little low is a NOTE.
+IMPLAUSIBLE = 4.0
 # Each level's word and symbol (health.outcomes: the one vocabulary).
 LABELS: dict[Level, tuple[str, str]] = {
     level: (outcome_of(level), symbol_of(outcome_of(level))) for level in _RANK
@@ -494,6 +499,15 @@ def _judgement(
             "--profile or --inter-bw to judge it",
         )
     line_rate = median / reading.line_rate
+    if line_rate > IMPLAUSIBLE:
+        return Finding(
+            "bad",
+            f"{where}hardware figures too low to judge: median busbw "
+            f"{format_gbps(median)}{span} is {format_percent(line_rate)} of "
+            f"{_its(strict)} line rate ({format_gbps(reading.line_rate)}), beyond "
+            "what any algorithm reaches, in-network reduction included; check the "
+            "hardware profile's bandwidths and their units (GB/s, Gb/s)",
+        )
     if line_rate > 1 + RULED_OUT:
         # Beyond every bound the profile allows: the profile may be too low.
         return Finding(

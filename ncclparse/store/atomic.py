@@ -13,7 +13,7 @@ import os
 import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import IO, Any
 
@@ -80,7 +80,9 @@ def append_block(path: Path, text: str) -> None:
             while data:
                 data = data[os.write(fd, data) :]
         except OSError:
-            os.ftruncate(fd, size)
+            # What the write said is the error (a device cannot be cut back).
+            with suppress(OSError):
+                os.ftruncate(fd, size)
             raise
     except OSError as exc:
         raise NcclParseError(f"{path}: cannot append to it: {exc.strerror}") from exc
