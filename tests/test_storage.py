@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import stat
 from pathlib import Path
 
 import pyarrow as pa
@@ -49,6 +50,59 @@ def test_failed_write_leaves_the_old_file_and_no_temporary(tmp_path: Path) -> No
         interrupted_write()
     assert target.read_text() == "previous"
     assert [p.name for p in tmp_path.iterdir()] == ["m.parquet"]
+
+
+def test_a_fifo_is_written_not_replaced(tmp_path: Path) -> None:
+    """``report -o`` a FIFO (as ``/dev/stdout`` or ``/dev/null`` are no regular
+    files): the page goes through it, and it stays a FIFO. It was renamed over:
+    as root, ``-o /dev/null`` replaced the machine's /dev/null with the page."""
+    fifo = tmp_path / "page.fifo"
+    os.mkfifo(fifo)
+    reader = os.open(fifo, os.O_RDONLY | os.O_NONBLOCK)  # a reader, before the writer
+    got = bytearray()
+    try:
+        with atomic.atomic_output(fifo, binary=False) as out:
+            out.write("<!doctype html>\n")
+        while chunk := os.read(reader, 65536):
+            got += chunk
+    finally:
+        os.close(reader)
+    assert bytes(got) == b"<!doctype html>\n"
+    assert stat.S_ISFIFO(fifo.stat().st_mode)
+    assert [p.name for p in tmp_path.iterdir()] == ["page.fifo"]
+
+
+def test_a_symbolic_link_is_followed_and_kept(tmp_path: Path) -> None:
+    """``-o latest.html``, a link to tonight's page: the page it names is
+    replaced, the link stays a link (it was replaced by a file)."""
+    (tmp_path / "2026-11-29.html").write_text("yesterday")
+    link = tmp_path / "latest.html"
+    link.symlink_to("2026-11-29.html")
+    with atomic.atomic_output(link, binary=False) as out:
+        out.write("tonight")
+    assert link.is_symlink()
+    assert (tmp_path / "2026-11-29.html").read_text() == "tonight"
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "2026-11-29.html",
+        "latest.html",
+    ]
+
+
+def test_a_device_that_is_full_is_named(tmp_path: Path) -> None:
+    """A device written in place says why it failed (a character device of
+    Linux's /dev/full, reached through a link so the test never writes over
+    /dev itself)."""
+    if not (os.path.exists("/dev/full") and stat.S_ISCHR(os.stat("/dev/full").st_mode)):
+        pytest.skip("no /dev/full device on this system")
+    link = tmp_path / "full"
+    link.symlink_to("/dev/full")
+    with (
+        pytest.raises(ncclparse.NcclParseError) as raised,
+        atomic.atomic_output(link, binary=False) as out,
+    ):
+        out.write("page")
+    assert str(raised.value) == f"{link}: cannot write: No space left on device"
+    assert stat.S_ISCHR(os.stat("/dev/full").st_mode)
 
 
 def test_unwritable_directory_is_a_clear_error(tmp_path: Path) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import fcntl
 import os
+import stat
 import tempfile
 import time
 from collections.abc import Iterator
@@ -29,9 +30,18 @@ def atomic_output(path: Path, *, binary: bool) -> Iterator[IO[Any]]:
 
     On any error (or interruption) the temporary file is removed and ``path`` is left
     as it was; only a process killed outright (SIGKILL, power loss) leaves it behind
-    (see :func:`remove_stale_temporaries`). Raises NcclParseError when the directory
-    cannot be written.
+    (see :func:`remove_stale_temporaries`). A symbolic link is followed: the file
+    it names is replaced, the link kept. A ``path`` that is no regular file (a
+    device such as ``/dev/null`` or ``/dev/stdout``, a FIFO) is written as it is:
+    renaming over it would replace the device with a file. Raises NcclParseError
+    when the directory or the file cannot be written.
     """
+    if _is_special(path):
+        with _written_in_place(path, binary) as handle:
+            yield handle
+        return
+    if path.is_symlink():
+        path = Path(os.path.realpath(path))
     directory = path.parent if str(path.parent) else Path(".")
     try:
         fd, temp_name = tempfile.mkstemp(
@@ -54,6 +64,27 @@ def atomic_output(path: Path, *, binary: bool) -> Iterator[IO[Any]]:
         if isinstance(exc, OSError):
             raise NcclParseError(f"{path}: cannot write: {exc.strerror}") from exc
         raise
+
+
+def _is_special(path: Path) -> bool:
+    """Whether ``path`` exists and is no regular file (links followed)."""
+    try:
+        return not stat.S_ISREG(os.stat(path).st_mode)
+    except OSError:  # missing, or a link to nothing: a file is made
+        return False
+
+
+@contextmanager
+def _written_in_place(path: Path, binary: bool) -> Iterator[IO[Any]]:
+    """``path`` (a device, a FIFO) opened for writing; an OSError (``/dev/full``:
+    no space left) raised as NcclParseError naming it."""
+    mode, encoding = ("wb", None) if binary else ("w", "utf-8")
+    try:
+        with open(path, mode, encoding=encoding) as handle:
+            yield handle
+            handle.flush()
+    except OSError as exc:
+        raise NcclParseError(f"{path}: cannot write: {exc.strerror}") from exc
 
 
 def append_block(path: Path, text: str) -> None:
