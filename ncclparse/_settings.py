@@ -9,6 +9,7 @@ the file (its own error class, exit status 2).
 
 from __future__ import annotations
 
+import codecs
 import math
 import tomllib
 from collections.abc import Callable
@@ -158,6 +159,9 @@ def read_toml(path: str | Path) -> dict[str, Any]:
         data = Path(path).read_bytes()
     except OSError as exc:
         raise SettingError(f"{path}: cannot read: {exc.strerror or exc}") from exc
+    # A byte order mark, as Windows editors save UTF-8: TOML has none, and tomllib
+    # would call the first line invalid.
+    data = data.removeprefix(codecs.BOM_UTF8)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:

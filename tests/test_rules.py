@@ -219,6 +219,14 @@ def test_a_rules_file_that_is_not_utf8_names_file_and_line(tmp_path: Path) -> No
     assert str(raised.value) == f"{path}:2: not UTF-8 text (byte 0xe9)"
 
 
+def test_a_rules_file_saved_with_a_byte_order_mark_is_read(tmp_path: Path) -> None:
+    """UTF-8 as Windows editors save it, a BOM first: it was "not valid TOML:
+    Invalid statement (at line 1, column 1)"."""
+    path = tmp_path / "bom.toml"
+    path.write_bytes(b"\xef\xbb\xbf[history]\nwindow = 20\n")
+    assert load_rules(path).history.window == 20
+
+
 def test_invalid_toml_names_the_line(tmp_path: Path) -> None:
     path = tmp_path / "bad.toml"
     path.write_text("[history]\nwindow = = 3\n")
