@@ -6,19 +6,21 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import os
+import signal
 import tempfile
 from pathlib import Path
-from typing import cast
+from typing import Any, cast
 
 import pytest
-from click.testing import CliRunner
+from click.testing import CliRunner, Result
 
 import ncclparse
 from ncclparse.cli.app import cli
 from ncclparse.health import check as judging
-from ncclparse.health import nightly
+from ncclparse.health import forked, nightly
 from ncclparse.health.rules import DEFAULT_RULES
-from ncclparse.report.check_outputs import render_outputs
+from ncclparse.report.check_outputs import render_outputs, to_text
 from tests import _derive
 from tests.test_memory import child_output, peak_rss_mb
 
@@ -153,6 +155,97 @@ def test_a_temporary_file_that_cannot_be_written_is_no_traceback(
     assert said in done.output
     assert "set TMPDIR to a directory with free space" in done.output
     assert said in junit.read_text()
+
+
+def test_batches_judged_in_children_give_the_same_outputs(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """The batches read back from the temporary file, judged in forked children
+    (two at a time), and judged in this process: the same cases, standard output,
+    JUnit, JSON, Prometheus and Markdown; the children judged every batch."""
+    paths = _logs_of_many_rows(tmp_path)
+    monkeypatch.setattr(nightly, "CHECK_LIMITS", (200, 1_000))
+    monkeypatch.setattr(judging, "JUDGE_ROWS", 3 * 62)
+    judges = tmp_path / "judged-by"
+    judge_batch = judging._judge_batch
+
+    def judge_noting_the_process(*args: Any) -> Any:
+        with judges.open("a") as noted:
+            noted.write(f"{os.getpid()}\n")
+        return judge_batch(*args)
+
+    monkeypatch.setattr(judging, "_judge_batch", judge_noting_the_process)
+    forked_run = nightly.check(paths, report_rows=False)
+    in_children = judges.read_text().split()
+    judges.unlink()
+    monkeypatch.setattr(forked, "can_fork", lambda: False)
+    here = nightly.check(paths, report_rows=False)
+    assert judges.read_text().split() == [str(os.getpid())] * 5
+    assert len(in_children) == len(set(in_children)) == 5
+    assert str(os.getpid()) not in in_children
+    assert [c.message for c in forked_run.result.cases] == [
+        c.message for c in here.result.cases
+    ]
+    untimed = [dataclasses.replace(r.result, seconds=0.0) for r in (forked_run, here)]
+    assert to_text(untimed[0], verbose=True) == to_text(untimed[1], verbose=True)
+    assert _outputs(untimed[0], tmp_path) == _outputs(untimed[1], tmp_path)
+    assert untimed[0].analysis.rows.equals(untimed[1].analysis.rows)
+
+
+def _check_cli(paths: list[Path], junit: Path) -> Result:
+    return CliRunner().invoke(
+        cli, ["check", "-q", *map(str, paths), "--junit", str(junit)]
+    )
+
+
+def test_a_child_killed_is_an_infrastructure_error(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A child judging a batch killed as the out-of-memory killer kills (SIGKILL):
+    no hang and no pass but exit 4, the signal named in the error and the
+    outputs."""
+    paths = _logs_of_many_rows(tmp_path)
+    monkeypatch.setattr(nightly, "CHECK_LIMITS", (200, 1_000))
+    monkeypatch.setattr(judging, "JUDGE_ROWS", 3 * 62)
+
+    def killed(*_args: Any) -> Any:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    monkeypatch.setattr(judging, "_judge_batch", killed)
+    junit = tmp_path / "check.xml"
+    done = _check_cli(paths, junit)
+    assert done.exit_code == 4, done.output
+    said = (
+        "the process judging a batch of runs was killed by SIGKILL (what the "
+        "out-of-memory killer sends: give the check more memory, or check fewer "
+        "logs at a time)"
+    )
+    assert done.output == f"Error: {said}\n"
+    assert said in junit.read_text()
+
+
+def test_an_exception_in_a_child_is_as_in_this_process(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A bug met judging a batch in a child: the same exit status, error and
+    outputs as judged in this process (an internal error, exit 1)."""
+    paths = _logs_of_many_rows(tmp_path)
+    monkeypatch.setattr(nightly, "CHECK_LIMITS", (200, 1_000))
+    monkeypatch.setattr(judging, "JUDGE_ROWS", 3 * 62)
+
+    def broken(*_args: Any) -> Any:
+        raise ValueError("a bug")
+
+    monkeypatch.setattr(judging, "_judge_batch", broken)
+    junit = tmp_path / "check.xml"
+    in_child = _check_cli(paths, junit)
+    junit_of_child = junit.read_text()
+    monkeypatch.setattr(forked, "can_fork", lambda: False)
+    here = _check_cli(paths, junit)
+    assert in_child.exit_code == here.exit_code == 1
+    said = "internal error: ValueError: a bug (a bug in ncclparse; please report it)"
+    assert in_child.output == here.output == f"Error: {said}\n"
+    assert junit_of_child == junit.read_text()
 
 
 def _outputs(result: judging.CheckResult, out: Path) -> dict[Path, str]:

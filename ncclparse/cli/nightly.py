@@ -209,10 +209,12 @@ def check(
     an internal error; 2 usage or configuration (an unreadable rules file, a bad
     hardware option, a missing history directory without --first-night); 4 the
     check could not complete for the machine's sake (an output that cannot be
-    written, a history that cannot be read, a push to --pushgateway that failed).
+    written, a history that cannot be read, a push to --pushgateway that failed, a
+    process judging runs killed by a signal, e.g. out of memory).
     The outputs are written all or nothing, then pushed; when the check cannot
     complete (2, 4, an internal error) they are replaced by failing ones.
     """
+    from ncclparse.health.forked import ChildDied
     from ncclparse.report.check_outputs import to_text, write_all
     from ncclparse.store.atomic import append_block
     from ncclparse.store.history import HistoryError
@@ -255,7 +257,7 @@ def check(
         _on_termination(signal.SIG_DFL)
         os.kill(os.getpid(), stop.signum)
         raise
-    except (HistoryError, SpoolError, _OutputError) as exc:
+    except (HistoryError, SpoolError, ChildDied, _OutputError) as exc:
         _give_up(outputs, exc, EXIT_INFRASTRUCTURE)
     except Exception as exc:
         _give_up(outputs, exc)
@@ -480,9 +482,10 @@ def _give_up(
     """Replace the outputs by failing ones naming ``exc``; exit with ``status`` and
     one line."""
     from ncclparse.errors import NcclParseError
+    from ncclparse.health.forked import ChildDied
     from ncclparse.store.spool import SpoolError
 
-    if isinstance(exc, NcclParseError | SpoolError | _OutputError):
+    if isinstance(exc, NcclParseError | SpoolError | ChildDied | _OutputError):
         message = str(exc)
     else:
         message = (

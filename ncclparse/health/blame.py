@@ -136,6 +136,23 @@ class RunTimes:
             )
         )
 
+    def extend(self, other: RunTimes) -> None:
+        """Add the runs ``other`` gathered (none added here before), as if added
+        here: their shapes and runs numbered after these."""
+        shape_ids = np.asarray(
+            [self._shapes.setdefault(s, len(self._shapes)) for s in other._shapes],
+            dtype=np.int64,
+        )
+        first = len(self._runs)
+        self._runs += other._runs
+        for part in other._parts:
+            self._parts.append(
+                part.assign(
+                    shape=shape_ids[part["shape"].to_numpy()],
+                    run=part["run"].to_numpy() + first,
+                )
+            )
+
     def scores(self, runs: pa.Table) -> tuple[RunScore, ...]:
         """Score every run added whose shape has at least three runs, by source and
         run; ``runs`` (the runs table) gives their hosts."""
