@@ -8,10 +8,12 @@ import json
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 import ncclparse
-from ncclparse.efficiency import analyze
+from ncclparse.efficiency import Analysis, analyze
 from ncclparse.errors import NcclParseError
 from ncclparse.health.cases import Case, SizeMiss
 from ncclparse.health.check import CheckResult, error_result
@@ -375,3 +377,39 @@ def test_verdicts_and_cases_share_one_vocabulary() -> None:
         "pass",
         "skip",
     ]
+
+
+def test_series_of_runs_read_from_codes_as_from_text() -> None:
+    """Each run's series in order of appearance, a null key the same as an empty
+    one (as their text reads), two chunks with dictionaries of their own (the rows
+    kept for the outputs, batch by batch) read as one."""
+    from ncclparse.report import check_outputs
+
+    def rows(run: int, redops: list[str | None], roots: list[int | None]) -> pa.Table:
+        n = len(redops)
+        table = pa.table(
+            {
+                "source": ["a.log"] * n,
+                "run": [run] * n,
+                "tool": ["nccl-tests"] * n,
+                "collective": ["all_reduce", *["broadcast"] * (n - 1)],
+                "dtype": ["float"] * n,
+                "redop": pa.array(redops, pa.string()),
+                "root": pa.array(roots, pa.int32()),
+                "placement": ["out-of-place"] * n,
+                "nranks": pa.array([16] * n, pa.int32()),
+                "nnodes": pa.array([2] * n, pa.int32()),
+            }
+        )
+        at = table.schema.get_field_index("redop")
+        return table.set_column(at, "redop", pc.dictionary_encode(table["redop"]))
+
+    both = pa.concat_tables(
+        [rows(0, ["sum", None], [None, 0]), rows(1, ["sum", "", None], [None, 0, 0])]
+    )
+    result = CheckResult((), (), Analysis(both, pa.table({}), ()))
+    shapes = [
+        ("all_reduce float sum out-of-place 16 ranks on 2 nodes", "all_reduce", "2", "16"),
+        ("broadcast float out-of-place 16 ranks on 2 nodes root 0", "broadcast", "2", "16"),
+    ]  # fmt: skip
+    assert check_outputs._series(result) == {("a.log", 0): shapes, ("a.log", 1): shapes}

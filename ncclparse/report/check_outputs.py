@@ -18,11 +18,10 @@ import time
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path, PurePath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -535,19 +534,21 @@ def _case_groups(
 
 
 def _series(result: CheckResult) -> dict[tuple[str, int], list[_Shape]]:
-    """Each run's series as (label, collective, nodes, ranks), the label as the
-    check names the series (``all_reduce float32 sum out-of-place 16 ranks on 2
-    nodes``)."""
+    """Each run's series as (label, collective, nodes, ranks), in order of
+    appearance, the label as the check names the series (``all_reduce float32 sum
+    out-of-place 16 ranks on 2 nodes``). Grouped on integer codes, a key's text made
+    once per series: a frame of every row's keys as text took 370 MB at 10,000
+    logs."""
     rows = result.analysis.rows
-    if not set(SERIES_KEYS) <= set(rows.column_names):
+    if not set(SERIES_KEYS) <= set(rows.column_names) or rows.num_rows == 0:
         return {}
-    frame = pd.DataFrame({k: key_text(rows[k]) for k in SERIES_KEYS if k != "run"})
-    frame["run"] = rows["run"].to_pandas()
+    first, _ = distinct_rows([_text_codes(rows[k]) for k in SERIES_KEYS])
+    keys = rows.select(list(SERIES_KEYS)).take(np.sort(first))
+    texts = [key_text(keys[k]).tolist() for k in SERIES_KEYS if k != "run"]
     found: dict[tuple[str, int], list[_Shape]] = {}
-    for key, _ in frame.groupby(list(SERIES_KEYS), dropna=False, sort=False):
-        values = dict(zip(SERIES_KEYS, key, strict=True))
-        run = (str(values["source"]), int(str(values["run"])))
-        found.setdefault(run, []).append(
+    for run, *text in zip(keys["run"].to_pylist(), *texts, strict=True):
+        values = dict(zip((k for k in SERIES_KEYS if k != "run"), text, strict=True))
+        found.setdefault((str(values["source"]), int(run)), []).append(
             (
                 series_label(values),
                 str(values["collective"]),
@@ -556,6 +557,23 @@ def _series(result: CheckResult) -> dict[tuple[str, int], list[_Shape]]:
             )
         )
     return found
+
+
+def _text_codes(column: pa.ChunkedArray[Any]) -> npt.NDArray[np.int64]:
+    """:func:`key_codes` of ``column``, equal where its :func:`key_text` is: a null
+    text the same as "" (an integer never reads "")."""
+    if pa.types.is_integer(column.type):
+        return key_codes(column)
+    whole = column.combine_chunks()
+    if not pa.types.is_dictionary(whole.type):
+        whole = pc.dictionary_encode(whole)
+    text = cast("pa.DictionaryArray[Any, Any]", whole)
+    codes = key_codes(text)
+    if pa.types.is_string(text.dictionary.type):
+        empty = pc.index(text.dictionary, "").as_py()
+        if empty >= 0:
+            codes[codes == -1] = empty
+    return codes
 
 
 _MEASURED_KEYS = ("tool", "collective", "dtype", "nnodes", "nranks", "size_bytes")
