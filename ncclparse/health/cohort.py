@@ -38,32 +38,49 @@ Points = Mapping[tuple[Any, ...], Iterable[Point]]
 
 
 class PointArrays:
-    """The points of one series as arrays (17 bytes a point, where a tuple of
-    Python numbers took ~120): a check of many logs keeps them for every run.
-    Iterating gives each :data:`Point`, in order."""
+    """The points of one series in one block of bytes (17 bytes a point, and ~100
+    of the object, where a tuple of Python numbers took ~120 a point and three
+    arrays ~350 bytes of their own): a check of many logs keeps them for every
+    run. Iterating gives each :data:`Point`, in order."""
 
-    __slots__ = ("_busbw", "_codes", "_regimes", "_sizes")
+    __slots__ = ("_data", "_regimes")
 
     def __init__(self, summary: Sequence[Mapping[str, Any]]) -> None:
-        regimes = list(dict.fromkeys(sys.intern(str(p["regime"])) for p in summary))
-        self._regimes = tuple(regimes)
-        self._sizes = np.array([p["size_bytes"] for p in summary], np.int64)
-        self._busbw = np.array([p["busbw_gbps"] for p in summary], np.float64)
-        self._codes = np.array(
-            [regimes.index(str(p["regime"])) for p in summary], np.uint8
-        )
+        regimes = list(dict.fromkeys(str(p["regime"]) for p in summary))
+        sizes = np.array([p["size_bytes"] for p in summary], np.int64)
+        busbw = np.array([p["busbw_gbps"] for p in summary], np.float64)
+        codes = np.array([regimes.index(str(p["regime"])) for p in summary], np.uint8)
+        self._data = sizes.tobytes() + busbw.tobytes() + codes.tobytes()
+        self._regimes = _shared(tuple(regimes))
 
     def __iter__(self) -> Iterator[Point]:
-        for size, busbw, code in zip(
-            self._sizes.tolist(),
-            self._busbw.tolist(),
-            self._codes.tolist(),
-            strict=True,
-        ):
-            yield size, busbw, self._regimes[code]
+        n = len(self)
+        sizes = np.frombuffer(self._data, np.int64, n).tolist()
+        busbw = np.frombuffer(self._data, np.float64, n, 8 * n).tolist()
+        codes = np.frombuffer(self._data, np.uint8, n, 16 * n).tolist()
+        for size, value, code in zip(sizes, busbw, codes, strict=True):
+            yield size, value, self._regimes[code]
 
     def __len__(self) -> int:
-        return len(self._sizes)
+        return len(self._data) // 17
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Unpickled (from the child that judged its batch), its regimes are shared.
+        return _restored, (self._data, self._regimes)
+
+
+def _restored(data: bytes, regimes: tuple[str, ...]) -> PointArrays:
+    points = PointArrays.__new__(PointArrays)
+    points._data, points._regimes = data, _shared(regimes)
+    return points
+
+
+_REGIMES: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
+def _shared(regimes: tuple[str, ...]) -> tuple[str, ...]:
+    """One tuple of interned names for every series with these ``regimes``."""
+    return _REGIMES.setdefault(regimes, tuple(sys.intern(r) for r in regimes))
 
 
 def points_of(summary: Sequence[Mapping[str, Any]]) -> PointArrays:
