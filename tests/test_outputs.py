@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 
 import pyarrow as pa
@@ -15,11 +16,14 @@ import pytest
 import ncclparse
 from ncclparse.efficiency import Analysis, analyze
 from ncclparse.errors import NcclParseError
+from ncclparse.health.blame import HostScore, RunScore
 from ncclparse.health.cases import Case, SizeMiss
 from ncclparse.health.check import CheckResult, error_result
 from ncclparse.health.compare import CompareRow, Comparison
 from ncclparse.report.check_outputs import (
     error_html,
+    output_pieces,
+    render_outputs,
     to_json,
     to_junit,
     to_markdown,
@@ -338,6 +342,46 @@ def test_outputs_are_written_all_or_nothing(tmp_path: Path) -> None:
     assert sorted(p.name for p in tmp_path.iterdir()) == ["check.prom"]  # no .tmp
     write_all({kept: "a\n", tmp_path / "b.md": "b\n"})
     assert (kept.read_text(), (tmp_path / "b.md").read_text()) == ("a\n", "b\n")
+
+
+def test_outputs_written_in_pieces_are_the_whole_texts(tmp_path: Path) -> None:
+    """JUnit and JSON written a suite and a case at a time: the same bytes as
+    their whole texts, hosts and a check without cases too."""
+    evidence = (RunScore("a.log", 0, 0.5, ("node1", "node2")),)
+    slow = HostScore("node1", 3, 3, 0.5, 1.0, 0.5, True, ("node2",), evidence)
+    for result in (
+        dataclasses.replace(RESULT, hosts=(slow,), seconds=2.0),
+        dataclasses.replace(RESULT, cases=()),
+        error_result('cannot <read> & "parse"'),
+    ):
+        paths = {
+            "junit": tmp_path / "check.xml",
+            "json_path": tmp_path / "check.json",
+            "prometheus": tmp_path / "check.prom",
+            "markdown": tmp_path / "check.md",
+        }
+        whole = render_outputs(result, **paths, timestamp=1.0, roots=("a",))
+        write_all(output_pieces(result, **paths, timestamp=1.0, roots=("a",)))
+        assert {path: path.read_text() for path in whole} == whole
+        assert whole[paths["junit"]] == to_junit(result, roots=("a",))
+        assert whole[paths["json_path"]] == to_json(result)
+
+
+def test_an_error_making_a_piece_leaves_every_file_as_it_was(tmp_path: Path) -> None:
+    """A piece that cannot be made (a bug) once another file is written: no file
+    replaced, no temporary file left, and the error raised as it is, not as a file
+    that cannot be written."""
+    kept = tmp_path / "check.prom"
+    kept.write_text("ncclparse_check_passed 1\n")
+
+    def broken() -> Iterator[str]:
+        yield "{"
+        raise ValueError("a bug")
+
+    with pytest.raises(ValueError, match="a bug"):
+        write_all({kept: "ncclparse_check_passed 0\n", tmp_path / "c.json": broken()})
+    assert kept.read_text() == "ncclparse_check_passed 1\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["check.prom"]
 
 
 def test_size_lists_lead_with_the_largest_sizes() -> None:
