@@ -292,13 +292,15 @@ def test_memory_of_check_of_a_compressed_repeated_sweep_is_bounded(
 # KB of peak memory per more log of 62 rows, from 2,500 to 5,000 logs, measured on
 # the 2-core machine with `ncclparse check -q DIR --junit --json`: 206 KB before the
 # judging in batches, 77 to 129 KB run to run with the parsed rows held in memory
-# (83 KB on 2026-11-28: 441 and 643 MB), 32 KB (353 and 432 MB) once the points wait
-# in a temporary file and each run keeps only what the cases across runs read (its
-# hosts, devices and points as arrays). Of those 32 KB about 13 KB are Python
-# objects (cases, the blame summary, the points) and 4 KB the rows the outputs
-# read; the rest is what the allocator keeps of the batches judged, which varies
-# with the machine's load.
-PER_LOG_KB = 60
+# (83 KB on 2026-11-28: 441 and 643 MB), 32 to 44 KB once the points wait in a
+# temporary file and each run keeps only what the cases across runs read (its
+# hosts, devices and points as arrays), 8.7 KB (325 and 346 MB, 2026-11-29) once
+# the batches are judged in forked children, which take the batches' temporaries
+# with them, and the outputs, the cohort rule and host blame make no copy of every
+# row at the end. What is kept is ~12 KB a log (its cases, the blame summary, the
+# rows its outputs read): from 5,000 to 10,000 logs, with --prometheus and
+# --markdown too, the peak grows by 24 KB a log (benchmarks/README.md).
+PER_LOG_KB = 20
 
 
 def _check_command_peak_mb(directory: Path, out: Path) -> float:

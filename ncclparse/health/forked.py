@@ -17,7 +17,7 @@ import sys
 import threading
 import warnings
 from collections import deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable
 from typing import Generic, TypeVar
 
 __all__ = ["AT_ONCE", "ChildDied", "can_fork", "in_children"]
@@ -48,7 +48,7 @@ def can_fork() -> bool:
 
 def in_children(
     work: Callable[[T], R], items: Iterable[T], *, doing: str, at_once: int = AT_ONCE
-) -> Iterator[R]:
+) -> Generator[R, None, None]:
     """``work(item)`` of each of ``items``, in the order of ``items``: each done in
     a forked child (up to ``at_once`` at a time, while the next item is read) when
     :func:`can_fork` at that moment, else here. An exception ``work`` raises in a
