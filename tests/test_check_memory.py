@@ -8,6 +8,7 @@ import dataclasses
 import gzip
 import os
 import signal
+import sys
 import tempfile
 from pathlib import Path
 from typing import Any, cast
@@ -163,6 +164,7 @@ def test_batches_judged_in_children_give_the_same_outputs(
     """The batches read back from the temporary file, judged in forked children
     (two at a time), and judged in this process: the same cases, standard output,
     JUnit, JSON, Prometheus and Markdown; the children judged every batch."""
+    _forking(monkeypatch)
     paths = _logs_of_many_rows(tmp_path)
     monkeypatch.setattr(nightly, "CHECK_LIMITS", (200, 1_000))
     monkeypatch.setattr(judging, "JUDGE_ROWS", 3 * 62)
@@ -192,6 +194,14 @@ def test_batches_judged_in_children_give_the_same_outputs(
     assert untimed[0].analysis.rows.equals(untimed[1].analysis.rows)
 
 
+def _forking(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Children forked whatever idle threads an earlier test left in this worker
+    (dask's pool, a test server's)."""
+    if sys.platform != "linux":
+        pytest.skip("children are forked on Linux only")
+    monkeypatch.setattr(forked, "can_fork", lambda: True)
+
+
 def _check_cli(paths: list[Path], junit: Path) -> Result:
     return CliRunner().invoke(
         cli, ["check", "-q", *map(str, paths), "--junit", str(junit)]
@@ -204,6 +214,7 @@ def test_a_child_killed_is_an_infrastructure_error(
     """A child judging a batch killed as the out-of-memory killer kills (SIGKILL):
     no hang and no pass but exit 4, the signal named in the error and the
     outputs."""
+    _forking(monkeypatch)
     paths = _logs_of_many_rows(tmp_path)
     monkeypatch.setattr(nightly, "CHECK_LIMITS", (200, 1_000))
     monkeypatch.setattr(judging, "JUDGE_ROWS", 3 * 62)
@@ -229,6 +240,7 @@ def test_an_exception_in_a_child_is_as_in_this_process(
 ) -> None:
     """A bug met judging a batch in a child: the same exit status, error and
     outputs as judged in this process (an internal error, exit 1)."""
+    _forking(monkeypatch)
     paths = _logs_of_many_rows(tmp_path)
     monkeypatch.setattr(nightly, "CHECK_LIMITS", (200, 1_000))
     monkeypatch.setattr(judging, "JUDGE_ROWS", 3 * 62)

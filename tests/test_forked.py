@@ -4,19 +4,33 @@ of many logs judges its batches with (docs/robustness.md, "Memory")."""
 from __future__ import annotations
 
 import os
+import sys
 import threading
 import time
 from pathlib import Path
 
 import pytest
 
+from ncclparse.health import forked
 from ncclparse.health.forked import ChildDied, in_children
+
+pytestmark = pytest.mark.skipif(
+    sys.platform != "linux", reason="children are forked on Linux only"
+)
 
 
 def _pid_and_square(n: int) -> tuple[int, int]:
     return os.getpid(), n * n
 
 
+@pytest.fixture
+def forking(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Children forked whatever idle threads an earlier test left in this worker
+    (dask's pool, a test server's): the tests that need children."""
+    monkeypatch.setattr(forked, "can_fork", lambda: True)
+
+
+@pytest.mark.usefixtures("forking")
 def test_results_come_in_order_each_from_a_child_of_its_own() -> None:
     done = list(in_children(_pid_and_square, range(5), doing="squaring"))
     assert [square for _, square in done] == [0, 1, 4, 9, 16]
@@ -47,6 +61,7 @@ def _raise_unpicklable(_n: int) -> None:
     raise _Unpicklable("a lock in it")
 
 
+@pytest.mark.usefixtures("forking")
 def test_an_exception_that_cannot_be_pickled_is_named() -> None:
     with pytest.raises(RuntimeError, match=r"^_Unpicklable: a lock in it$"):
         list(in_children(_raise_unpicklable, range(1), doing="failing"))
@@ -56,6 +71,7 @@ def _exit_without_result(_n: int) -> None:
     os._exit(3)
 
 
+@pytest.mark.usefixtures("forking")
 def test_a_child_that_exits_without_a_result_is_no_result() -> None:
     with pytest.raises(ChildDied) as raised:
         list(in_children(_exit_without_result, range(2), doing="exiting"))
@@ -64,6 +80,7 @@ def test_a_child_that_exits_without_a_result_is_no_result() -> None:
     )
 
 
+@pytest.mark.usefixtures("forking")
 def test_children_still_at_work_when_the_iteration_stops_are_killed(
     tmp_path: Path,
 ) -> None:
