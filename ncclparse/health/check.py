@@ -199,8 +199,11 @@ def check(
     ``spooled``: the measurements, when ``result.measurements`` does not hold
     them, as record batches in the order of ``result.runs`` (a run's rows
     together), read as the runs are judged (a check of many logs keeps them in a
-    temporary file: :class:`ncclparse.store.spool.Spool`).
-    Raises ProfileError for bad hardware options.
+    temporary file: :class:`ncclparse.store.spool.Spool`), each batch in a forked
+    child where that is safe (:func:`ncclparse.health.forked.in_children`: the
+    same results, the batch's temporaries gone with the child).
+    Raises ProfileError for bad hardware options; ChildDied when a child judging a
+    batch is killed.
     """
     runs = _facts(result.runs)
     cases = [input_case(exc) for exc in input_failures]
