@@ -6,6 +6,8 @@ a slow pair takes longer from 1 MiB up (busbw divided by the same factor).
 
 from __future__ import annotations
 
+import math
+import pickle
 from pathlib import Path
 
 import pytest
@@ -14,7 +16,7 @@ from ncclparse.api import parse_many
 from ncclparse.formatting import format_gbps
 from ncclparse.health.cases import Case
 from ncclparse.health.check import check
-from ncclparse.health.cohort import cohort_cases
+from ncclparse.health.cohort import cohort_cases, points_of
 from ncclparse.health.rules import (
     DEFAULT_RULES,
     CohortPolicy,
@@ -256,3 +258,26 @@ def test_each_run_is_judged_by_the_median_of_the_others(
         for v, m in zip(busbw, medians, strict=True) if v != 60.0
     ]  # fmt: skip
     assert drops == expected
+
+
+def test_points_kept_as_bytes_read_back_and_unpickled_alike() -> None:
+    """A series' points in one block of bytes give back each size, busbw (NaN
+    kept) and regime, in order, also unpickled (from the child that judged
+    them), whose regime names are shared with every other series'."""
+    summary = [
+        {"size_bytes": 8, "busbw_gbps": float("nan"), "regime": "latency-bound"},
+        {"size_bytes": 1 << 33, "busbw_gbps": 330.6, "regime": "bandwidth-bound"},
+        {"size_bytes": 1 << 34, "busbw_gbps": 331.25, "regime": "bandwidth-bound"},
+    ]
+    for points in (points_of(summary), pickle.loads(pickle.dumps(points_of(summary)))):
+        assert len(points) == 3
+        (small, nan, latency), *rest = list(points)
+        assert (small, latency) == (8, "latency-bound")
+        assert math.isnan(nan)
+        assert rest == [
+            (1 << 33, 330.6, "bandwidth-bound"),
+            (1 << 34, 331.25, "bandwidth-bound"),
+        ]
+    again = pickle.loads(pickle.dumps(points_of(summary)))
+    assert [r for *_, r in again][1] is [r for *_, r in points_of(summary)][1]
+    assert list(points_of([])) == []

@@ -6,18 +6,24 @@ from __future__ import annotations
 import dataclasses
 import json
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 
 import ncclparse
-from ncclparse.efficiency import analyze
+from ncclparse.efficiency import Analysis, analyze
 from ncclparse.errors import NcclParseError
+from ncclparse.health.blame import HostScore, RunScore
 from ncclparse.health.cases import Case, SizeMiss
 from ncclparse.health.check import CheckResult, error_result
 from ncclparse.health.compare import CompareRow, Comparison
 from ncclparse.report.check_outputs import (
     error_html,
+    output_pieces,
+    render_outputs,
     to_json,
     to_junit,
     to_markdown,
@@ -338,6 +344,46 @@ def test_outputs_are_written_all_or_nothing(tmp_path: Path) -> None:
     assert (kept.read_text(), (tmp_path / "b.md").read_text()) == ("a\n", "b\n")
 
 
+def test_outputs_written_in_pieces_are_the_whole_texts(tmp_path: Path) -> None:
+    """JUnit and JSON written a suite and a case at a time: the same bytes as
+    their whole texts, hosts and a check without cases too."""
+    evidence = (RunScore("a.log", 0, 0.5, ("node1", "node2")),)
+    slow = HostScore("node1", 3, 3, 0.5, 1.0, 0.5, True, ("node2",), evidence)
+    for result in (
+        dataclasses.replace(RESULT, hosts=(slow,), seconds=2.0),
+        dataclasses.replace(RESULT, cases=()),
+        error_result('cannot <read> & "parse"'),
+    ):
+        paths = {
+            "junit": tmp_path / "check.xml",
+            "json_path": tmp_path / "check.json",
+            "prometheus": tmp_path / "check.prom",
+            "markdown": tmp_path / "check.md",
+        }
+        whole = render_outputs(result, **paths, timestamp=1.0, roots=("a",))
+        write_all(output_pieces(result, **paths, timestamp=1.0, roots=("a",)))
+        assert {path: path.read_text() for path in whole} == whole
+        assert whole[paths["junit"]] == to_junit(result, roots=("a",))
+        assert whole[paths["json_path"]] == to_json(result)
+
+
+def test_an_error_making_a_piece_leaves_every_file_as_it_was(tmp_path: Path) -> None:
+    """A piece that cannot be made (a bug) once another file is written: no file
+    replaced, no temporary file left, and the error raised as it is, not as a file
+    that cannot be written."""
+    kept = tmp_path / "check.prom"
+    kept.write_text("ncclparse_check_passed 1\n")
+
+    def broken() -> Iterator[str]:
+        yield "{"
+        raise ValueError("a bug")
+
+    with pytest.raises(ValueError, match="a bug"):
+        write_all({kept: "ncclparse_check_passed 0\n", tmp_path / "c.json": broken()})
+    assert kept.read_text() == "ncclparse_check_passed 1\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["check.prom"]
+
+
 def test_size_lists_lead_with_the_largest_sizes() -> None:
     """A regression at 31 sizes names the 8 GiB busbw drop first, not "26 more"."""
     from ncclparse.health.cases import by_importance, sizes
@@ -375,3 +421,39 @@ def test_verdicts_and_cases_share_one_vocabulary() -> None:
         "pass",
         "skip",
     ]
+
+
+def test_series_of_runs_read_from_codes_as_from_text() -> None:
+    """Each run's series in order of appearance, a null key the same as an empty
+    one (as their text reads), two chunks with dictionaries of their own (the rows
+    kept for the outputs, batch by batch) read as one."""
+    from ncclparse.report import check_outputs
+
+    def rows(run: int, redops: list[str | None], roots: list[int | None]) -> pa.Table:
+        n = len(redops)
+        table = pa.table(
+            {
+                "source": ["a.log"] * n,
+                "run": [run] * n,
+                "tool": ["nccl-tests"] * n,
+                "collective": ["all_reduce", *["broadcast"] * (n - 1)],
+                "dtype": ["float"] * n,
+                "redop": pa.array(redops, pa.string()),
+                "root": pa.array(roots, pa.int32()),
+                "placement": ["out-of-place"] * n,
+                "nranks": pa.array([16] * n, pa.int32()),
+                "nnodes": pa.array([2] * n, pa.int32()),
+            }
+        )
+        at = table.schema.get_field_index("redop")
+        return table.set_column(at, "redop", pc.dictionary_encode(table["redop"]))
+
+    both = pa.concat_tables(
+        [rows(0, ["sum", None], [None, 0]), rows(1, ["sum", "", None], [None, 0, 0])]
+    )
+    result = CheckResult((), (), Analysis(both, pa.table({}), ()))
+    shapes = [
+        ("all_reduce float sum out-of-place 16 ranks on 2 nodes", "all_reduce", "2", "16"),
+        ("broadcast float out-of-place 16 ranks on 2 nodes root 0", "broadcast", "2", "16"),
+    ]  # fmt: skip
+    assert check_outputs._series(result) == {("a.log", 0): shapes, ("a.log", 1): shapes}

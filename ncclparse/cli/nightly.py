@@ -10,7 +10,7 @@ import os
 import signal
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple, NoReturn
 
@@ -209,10 +209,13 @@ def check(
     an internal error; 2 usage or configuration (an unreadable rules file, a bad
     hardware option, a missing history directory without --first-night); 4 the
     check could not complete for the machine's sake (an output that cannot be
-    written, a history that cannot be read, a push to --pushgateway that failed).
+    written, a history that cannot be read, a push to --pushgateway that failed, a
+    process judging runs killed by a signal, e.g. out of memory).
     The outputs are written all or nothing, then pushed; when the check cannot
     complete (2, 4, an internal error) they are replaced by failing ones.
     """
+    from ncclparse.errors import NcclParseError
+    from ncclparse.health.forked import ChildDied
     from ncclparse.report.check_outputs import to_text, write_all
     from ncclparse.store.atomic import append_block
     from ncclparse.store.history import HistoryError
@@ -235,12 +238,12 @@ def check(
         )
         text = to_text(outcome, verbose=verbose)
         # The summary is appended after the others are in place (append_block).
-        summary = None if markdown is None else (markdown, files.pop(markdown))
+        summary = None if markdown is None else (markdown, "".join(files.pop(markdown)))
         try:
-            write_all(files)
+            write_all(files)  # JUnit and JSON made as they are written
             if summary is not None:
                 append_block(*summary)
-        except Exception as exc:
+        except NcclParseError as exc:  # a file that cannot be written
             raise _OutputError(str(exc)) from exc
         _push(outputs, outcome)
     except click.UsageError as exc:  # configuration found bad late: still exit 2
@@ -255,7 +258,7 @@ def check(
         _on_termination(signal.SIG_DFL)
         os.kill(os.getpid(), stop.signum)
         raise
-    except (HistoryError, SpoolError, _OutputError) as exc:
+    except (HistoryError, SpoolError, ChildDied, _OutputError) as exc:
         _give_up(outputs, exc, EXIT_INFRASTRUCTURE)
     except Exception as exc:
         _give_up(outputs, exc)
@@ -393,13 +396,14 @@ def _judge(
     outputs: _Outputs,
     reading: tuple[bool, Filters, int],
     hardware: HardwareOptions,
-) -> tuple[Any, dict[Path, str]]:
+) -> tuple[Any, dict[Path, Iterable[str]]]:
     """Read, judge and render everything ``check`` writes, writing nothing: the
-    result and each output file's text by path."""
+    result and each output file's text by path (JUnit and JSON in pieces made as
+    they are written: :func:`ncclparse.report.check_outputs.output_pieces`)."""
     from ncclparse.health.integrity import SWITCHED_OFF
     from ncclparse.health.nightly import CheckConfigError
     from ncclparse.health.nightly import check as run_check
-    from ncclparse.report.check_outputs import render_outputs
+    from ncclparse.report.check_outputs import output_pieces
 
     quiet, filters, jobs = reading
     echo = ReadingEcho(quiet)
@@ -428,7 +432,7 @@ def _judge(
         baseline = case.rule == "history" and case.name == "baseline"
         if case.status == "skip" and (baseline or case.name == SWITCHED_OFF):
             click.echo(f"Note: {case.message}", err=True)
-    files = render_outputs(
+    files = output_pieces(
         outcome,
         junit=outputs.junit,
         json_path=outputs.json_path,
@@ -437,7 +441,7 @@ def _judge(
         roots=inputs,  # JUnit names are relative to them, stable night to night
     )
     if outputs.report is not None:
-        files[outputs.report] = _report_page(run, rules, hardware)
+        files[outputs.report] = [_report_page(run, rules, hardware)]
     return outcome, files
 
 
@@ -482,9 +486,10 @@ def _give_up(
     """Replace the outputs by failing ones naming ``exc``; exit with ``status`` and
     one line."""
     from ncclparse.errors import NcclParseError
+    from ncclparse.health.forked import ChildDied
     from ncclparse.store.spool import SpoolError
 
-    if isinstance(exc, NcclParseError | SpoolError | _OutputError):
+    if isinstance(exc, NcclParseError | SpoolError | ChildDied | _OutputError):
         message = str(exc)
     else:
         message = (

@@ -87,9 +87,9 @@ def run_scores(measurements: pa.Table, runs: pa.Table) -> tuple[RunScore, ...]:
 @dataclass(slots=True)
 class RunTimes:
     """What :func:`run_scores` reads, gathered batch by batch of whole runs: each
-    run's median time per size, shapes and runs as numbers (four numbers a point, so
-    that a check of many logs can keep it for every run); :meth:`scores` then
-    compares the runs."""
+    run's median time per size, shapes and runs as numbers (four numbers a point,
+    24 bytes, so that a check of many logs can keep it for every run);
+    :meth:`scores` then compares the runs."""
 
     _shapes: dict[tuple[Any, ...], int] = field(default_factory=dict)
     _runs: list[tuple[str, int]] = field(default_factory=list)
@@ -128,31 +128,56 @@ class RunTimes:
         self._parts.append(
             pd.DataFrame(
                 {
-                    "shape": np.asarray(shape_ids, dtype=np.int64)[shape_codes],
-                    "run": run_codes.astype(np.int64) + first,
+                    "shape": np.asarray(shape_ids, dtype=np.int32)[shape_codes],
+                    "run": (run_codes + first).astype(np.int32),
                     "size_bytes": frame["size_bytes"].to_numpy(),
                     "time_us": frame["time_us"].to_numpy(),
                 }
             )
         )
 
+    def extend(self, other: RunTimes) -> None:
+        """Add the runs ``other`` gathered (none added here before), as if added
+        here: their shapes and runs numbered after these."""
+        shape_ids = np.asarray(
+            [self._shapes.setdefault(s, len(self._shapes)) for s in other._shapes],
+            dtype=np.int32,
+        )
+        first = len(self._runs)
+        self._runs += other._runs
+        for part in other._parts:
+            self._parts.append(
+                part.assign(
+                    shape=shape_ids[part["shape"].to_numpy()],
+                    run=(part["run"].to_numpy() + first).astype(np.int32),
+                )
+            )
+
     def scores(self, runs: pa.Table) -> tuple[RunScore, ...]:
         """Score every run added whose shape has at least three runs, by source and
         run; ``runs`` (the runs table) gives their hosts."""
         if not self._parts:
             return ()
+        # One column at a time, whole-frame copies avoided: a check of many logs
+        # has a row per run and size here (90 MB more at 10,000 logs, with copies).
         frame = pd.concat(self._parts, ignore_index=True)
-        frame["runs_in_shape"] = frame.groupby("shape")["run"].transform("nunique")
-        frame = frame[frame["runs_in_shape"] >= _MINSHAPE_KEYS_RUNS]
+        runs_in_shape = frame.groupby("shape")["run"].nunique()
+        kept = frame["shape"].map(runs_in_shape) >= _MINSHAPE_KEYS_RUNS
+        if not kept.all():
+            frame = frame[kept]
         if frame.empty:
             return ()
         typical = frame.groupby(["shape", "size_bytes"])["time_us"].transform("median")
-        frame["log_ratio"] = np.log(typical / frame["time_us"])
-        cut = frame.groupby("shape")["size_bytes"].transform(
+        log_ratio = np.log(typical / frame["time_us"])
+        del typical
+        cuts = frame.groupby("shape")["size_bytes"].agg(
             lambda s: np.median(np.unique(s))
         )
-        large = frame[frame["size_bytes"] >= cut]
-        scores = large.groupby("run")["log_ratio"].mean().map(np.exp)
+        large = frame["size_bytes"] >= frame["shape"].map(cuts)
+        ratios = pd.DataFrame(
+            {"run": frame["run"][large], "log_ratio": log_ratio[large]}
+        )
+        scores = ratios.groupby("run")["log_ratio"].mean().map(np.exp)
         hosts = _hosts_by_run(runs)
         found = []
         for number, score in scores.items():

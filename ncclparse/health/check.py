@@ -47,6 +47,7 @@ from ncclparse.health.cases import (
     sizes,
 )
 from ncclparse.health.cohort import PointArrays, cohort_cases, points_of
+from ncclparse.health.forked import in_children
 from ncclparse.health.integrity import (
     baseline_cases,
     expect_cases,
@@ -198,8 +199,11 @@ def check(
     ``spooled``: the measurements, when ``result.measurements`` does not hold
     them, as record batches in the order of ``result.runs`` (a run's rows
     together), read as the runs are judged (a check of many logs keeps them in a
-    temporary file: :class:`ncclparse.store.spool.Spool`).
-    Raises ProfileError for bad hardware options.
+    temporary file: :class:`ncclparse.store.spool.Spool`), each batch in a forked
+    child where that is safe (:func:`ncclparse.health.forked.in_children`: the
+    same results, the batch's temporaries gone with the child).
+    Raises ProfileError for bad hardware options; ChildDied when a child judging a
+    batch is killed.
     """
     runs = _facts(result.runs)
     cases = [input_case(exc) for exc in input_failures]
@@ -234,13 +238,17 @@ def check(
     else:
         batches = _spooled_batches(spooled, result.runs, measured)
         several = True
+    judge = _Judge(rules, lookup, hardware, merged_runs, not report_rows and several)
     judged = []
-    for batch in batches:
-        judge = _judge_batch(batch, rules, lookup, hardware, merged_runs)
-        times.add(batch[0])
-        if not report_rows and several:
-            judge = dataclasses.replace(judge, analysis=_for_outputs(judge.analysis))
-        judged.append(judge)
+    # The points read back from the temporary file are judged in children, whose
+    # heaps take the batches' temporaries: the parent keeps only the results.
+    for found, run_times in (
+        map(judge, batches)
+        if spooled is None
+        else in_children(judge, batches, doing="judging a batch of runs")
+    ):
+        times.extend(run_times)
+        judged.append(dataclasses.replace(found, points=_interned_keys(found.points)))
     present = pd.concat([j.present for j in judged], ignore_index=True)
     cases += [c for j in judged for c in j.integrity]
     cases += expect_cases(present, rules, [source for source, _ in runs])
@@ -355,6 +363,37 @@ def _for_outputs(analysis: Analysis) -> Analysis:
 
 
 _CODED_COLUMNS = ("source", "tool", "collective", "dtype", "redop", "placement")
+
+
+@dataclass(frozen=True, slots=True)
+class _Judge:
+    """Judges one batch of runs (:func:`_judge_batch`): its cases, its analysis
+    (only what the outputs read when ``for_outputs``: :func:`_for_outputs`) and
+    what blame reads of its runs. What a child judging it gives back."""
+
+    rules: Rules
+    lookup: _Lookup | None
+    hardware: HardwareOptions | None
+    merged_runs: frozenset[tuple[str, int]]
+    for_outputs: bool
+
+    def __call__(self, batch: tuple[pa.Table, pa.Table]) -> tuple[_Batch, RunTimes]:
+        judged = _judge_batch(
+            batch, self.rules, self.lookup, self.hardware, self.merged_runs
+        )
+        if self.for_outputs:
+            judged = dataclasses.replace(judged, analysis=_for_outputs(judged.analysis))
+        times = RunTimes()
+        times.add(batch[0])
+        return judged, times
+
+
+def _interned_keys(
+    points: dict[tuple[Any, ...], PointArrays],
+) -> dict[tuple[Any, ...], PointArrays]:
+    """``points`` by keys whose text is interned (:func:`_interned`): unpickled
+    from a child, the text of each batch would be a copy of its own."""
+    return {_interned(key): found for key, found in points.items()}
 
 
 def _batches(
@@ -531,7 +570,7 @@ def _judge_batch(
             found = points.get(_nan_free(key), [])
             history.append(_history_case(rules, context(key, runs), found, lookup))
     present = _present(rows, rules)
-    kept = {_interned(key): points_of(found) for key, found in points.items()}
+    kept = {key: points_of(found) for key, found in points.items()}
     return _Batch(integrity, verdicts, by_rule, history, analysis, present, kept)
 
 

@@ -18,9 +18,11 @@ from __future__ import annotations
 import math
 import sys
 from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from ncclparse.formatting import format_bytes, format_gbps
 from ncclparse.health.cases import Case, SizeMiss, context
@@ -38,32 +40,49 @@ Points = Mapping[tuple[Any, ...], Iterable[Point]]
 
 
 class PointArrays:
-    """The points of one series as arrays (17 bytes a point, where a tuple of
-    Python numbers took ~120): a check of many logs keeps them for every run.
-    Iterating gives each :data:`Point`, in order."""
+    """The points of one series in one block of bytes (17 bytes a point, and ~100
+    of the object, where a tuple of Python numbers took ~120 a point and three
+    arrays ~350 bytes of their own): a check of many logs keeps them for every
+    run. Iterating gives each :data:`Point`, in order."""
 
-    __slots__ = ("_busbw", "_codes", "_regimes", "_sizes")
+    __slots__ = ("_data", "_regimes")
 
     def __init__(self, summary: Sequence[Mapping[str, Any]]) -> None:
-        regimes = list(dict.fromkeys(sys.intern(str(p["regime"])) for p in summary))
-        self._regimes = tuple(regimes)
-        self._sizes = np.array([p["size_bytes"] for p in summary], np.int64)
-        self._busbw = np.array([p["busbw_gbps"] for p in summary], np.float64)
-        self._codes = np.array(
-            [regimes.index(str(p["regime"])) for p in summary], np.uint8
-        )
+        regimes = list(dict.fromkeys(str(p["regime"]) for p in summary))
+        sizes = np.array([p["size_bytes"] for p in summary], np.int64)
+        busbw = np.array([p["busbw_gbps"] for p in summary], np.float64)
+        codes = np.array([regimes.index(str(p["regime"])) for p in summary], np.uint8)
+        self._data = sizes.tobytes() + busbw.tobytes() + codes.tobytes()
+        self._regimes = _shared(tuple(regimes))
 
     def __iter__(self) -> Iterator[Point]:
-        for size, busbw, code in zip(
-            self._sizes.tolist(),
-            self._busbw.tolist(),
-            self._codes.tolist(),
-            strict=True,
-        ):
-            yield size, busbw, self._regimes[code]
+        n = len(self)
+        sizes = np.frombuffer(self._data, np.int64, n).tolist()
+        busbw = np.frombuffer(self._data, np.float64, n, 8 * n).tolist()
+        codes = np.frombuffer(self._data, np.uint8, n, 16 * n).tolist()
+        for size, value, code in zip(sizes, busbw, codes, strict=True):
+            yield size, value, self._regimes[code]
 
     def __len__(self) -> int:
-        return len(self._sizes)
+        return len(self._data) // 17
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # Unpickled (from the child that judged its batch), its regimes are shared.
+        return _restored, (self._data, self._regimes)
+
+
+def _restored(data: bytes, regimes: tuple[str, ...]) -> PointArrays:
+    points = PointArrays.__new__(PointArrays)
+    points._data, points._regimes = data, _shared(regimes)
+    return points
+
+
+_REGIMES: dict[tuple[str, ...], tuple[str, ...]] = {}
+
+
+def _shared(regimes: tuple[str, ...]) -> tuple[str, ...]:
+    """One tuple of interned names for every series with these ``regimes``."""
+    return _REGIMES.setdefault(regimes, tuple(sys.intern(r) for r in regimes))
 
 
 def points_of(summary: Sequence[Mapping[str, Any]]) -> PointArrays:
@@ -89,20 +108,16 @@ def cohort_cases(
     for members in shapes.values():
         if len(members) < 2:
             continue
-        busbw = {key: _bandwidth(points[key]) for key in members}
-        compared = _compare(busbw, _judged_sizes(points, members), policy.min_runs)
-        for key in members:
-            cases.append(_case(key, len(members), compared[key], runs, policy))
+        judged = _judged_sizes(points, members)
+        compared = _compare(points, members, judged, policy.min_runs)
+        for at, key in enumerate(members):
+            cases.append(_case(key, len(members), compared.of(at), runs, policy))
     return cases
 
 
 def _device(runs: dict[tuple[str, int], dict[str, Any]], key: Any) -> str:
     facts = runs.get((key[0], int(key[1])), {})
     return ", ".join(dict.fromkeys(d for d in facts.get("devices") or () if d))
-
-
-def _bandwidth(points: Iterable[Point]) -> dict[int, float]:
-    return {size: busbw for size, busbw, _ in points if math.isfinite(busbw)}
 
 
 def _judged_sizes(points: Points, members: list[tuple[Any, ...]]) -> set[int]:
@@ -121,21 +136,55 @@ def _judged_sizes(points: Points, members: list[tuple[Any, ...]]) -> set[int]:
 Compared = tuple[int, float, float, int]
 
 
+@dataclass(frozen=True, slots=True)
+class _Compared:
+    """The judged sizes of one shape's runs, largest first, and per run (a row)
+    and size (a column) its busbw (NaN: not measured) and the median of the
+    other runs' there (NaN: too few runs measured it), and how many runs measured
+    each size: arrays, where a dictionary a run took ~90 MB at 10,000 logs."""
+
+    sizes: list[int]
+    busbw: npt.NDArray[np.float64]
+    medians: npt.NDArray[np.float64]
+    measured: list[int]
+
+    def of(self, run: int) -> list[Compared]:
+        """The judged sizes the ``run``-th run measured with enough others, each
+        against the median of the others there."""
+        return [
+            (size, value, median, self.measured[at] - 1)
+            for at, (size, value, median) in enumerate(
+                zip(
+                    self.sizes,
+                    self.busbw[run].tolist(),
+                    self.medians[run].tolist(),
+                    strict=True,
+                )
+            )
+            if not math.isnan(median) and not math.isnan(value)
+        ]
+
+
 def _compare(
-    busbw: dict[tuple[Any, ...], dict[int, float]], judged: set[int], min_runs: int
-) -> dict[tuple[Any, ...], list[Compared]]:
-    """Per run of one shape, its judged sizes (largest first) measured by at least
-    ``min_runs`` runs, each against the median of the other runs' busbw there."""
-    found: dict[tuple[Any, ...], list[Compared]] = {key: [] for key in busbw}
-    for size in sorted(judged, reverse=True):
-        keys = [key for key in busbw if size in busbw[key]]
-        if len(keys) < min_runs:
-            continue
-        values = np.array([busbw[key][size] for key in keys])
-        medians = _others_median(values)
-        for key, value, median in zip(keys, values, medians, strict=True):
-            found[key].append((size, float(value), float(median), len(keys) - 1))
-    return found
+    points: Points, members: list[tuple[Any, ...]], judged: set[int], min_runs: int
+) -> _Compared:
+    """Each run of one shape (``members``) at its ``judged`` sizes measured by at
+    least ``min_runs`` runs, against the median of the other runs' busbw there."""
+    sizes = sorted(judged, reverse=True)
+    column = {size: at for at, size in enumerate(sizes)}
+    busbw = np.full((len(members), len(sizes)), np.nan)
+    for row, key in enumerate(members):
+        for size, value, _ in points[key]:
+            if size in column and math.isfinite(value):
+                busbw[row, column[size]] = value
+    medians = np.full_like(busbw, np.nan)
+    measured = []
+    for at in range(len(sizes)):
+        have = ~np.isnan(busbw[:, at])
+        measured.append(int(have.sum()))
+        if measured[-1] >= min_runs:
+            medians[have, at] = _others_median(busbw[have, at])
+    return _Compared(sizes, busbw, medians, measured)
 
 
 def _others_median(values: np.ndarray) -> np.ndarray:

@@ -115,7 +115,8 @@ def check(
     that does not exist without ``first_night``, or a bad ``hardware`` option;
     HistoryError (:mod:`ncclparse.store.history`) when the history cannot be read;
     SpoolError (:mod:`ncclparse.store.spool`) when the temporary file cannot be
-    written.
+    written; ChildDied (:mod:`ncclparse.health.forked`) when a process judging a
+    batch of the points read back from it is killed (e.g. out of memory).
 
     >>> run = ncclparse.check(["logs/"], history="/data/history")  # doctest: +SKIP
     >>> run.passed, [c.message for c in run.result.failures]  # doctest: +SKIP

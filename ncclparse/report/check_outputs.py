@@ -16,13 +16,12 @@ import math
 import re
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path, PurePath
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 import numpy.typing as npt
-import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -41,6 +40,9 @@ __all__ = [
     "JSON_SCHEMA",
     "JSON_VERSION",
     "error_html",
+    "json_pieces",
+    "junit_pieces",
+    "output_pieces",
     "push_metrics",
     "render_outputs",
     "stable_source",
@@ -77,65 +79,88 @@ def to_text(result: CheckResult, *, verbose: bool = False) -> str:
 
 def to_json(result: CheckResult) -> str:
     """The documented JSON document (docs/check-json.md), keys in a stable order."""
-    document = {
+    return "".join(json_pieces(result))
+
+
+def json_pieces(result: CheckResult) -> Iterator[str]:
+    """:func:`to_json`'s text in pieces, a case a piece, each made when asked for:
+    a check of many logs writes them one by one rather than holding the whole
+    document (and the many more bytes of what makes it at once)."""
+    head = {
         "format": "ncclparse-check",
         "version": JSON_VERSION,
         "status": "pass" if result.passed else "fail",
         "error": result.error,
         "summary": _counts(result),
         "assumptions": list(result.assumptions),
-        "cases": [
-            {
-                "rule": c.rule,
-                "name": c.name,
-                "status": c.status,
-                "outcome": c.outcome,
-                "message": c.message,
-                "source": c.source,
-                "run": c.run,
-                "hosts": list(c.hosts),
-                "collective": c.collective,
-                "checked": c.checked,
-                "findings": [
-                    {
-                        "size_bytes": f.size_bytes,
-                        "metric": f.metric,
-                        "value": _num(f.value),
-                        "limit": _num(f.limit),
-                        "baseline": _num(f.baseline),
-                    }
-                    for f in c.findings
-                ],
-            }
-            for c in result.cases
-        ],
-        "hosts": [
-            {
-                "host": h.host,
-                "slow": h.slow,
-                "runs": h.runs,
-                "slow_runs": h.slow_runs,
-                "score_with": _num(h.score_with),
-                "score_without": _num(h.score_without),
-                "deficit": _num(h.deficit),
-                "partners": list(h.partners),
-                "evidence": [
-                    {
-                        "source": r.source,
-                        "run": r.run,
-                        "score": _num(r.score),
-                        "hosts": list(r.hosts),
-                    }
-                    for r in h.evidence
-                ],
-            }
-            for h in result.hosts
-        ],
     }
-    return json.dumps(document, indent=2, allow_nan=False) + "\n"
+    # The document's last keys, cases then hosts, each written in its place.
+    yield _json(head).removesuffix("\n}") + ',\n  "cases": ['
+    for at, c in enumerate(result.cases):
+        case = {
+            "rule": c.rule,
+            "name": c.name,
+            "status": c.status,
+            "outcome": c.outcome,
+            "message": c.message,
+            "source": c.source,
+            "run": c.run,
+            "hosts": list(c.hosts),
+            "collective": c.collective,
+            "checked": c.checked,
+            "findings": [
+                {
+                    "size_bytes": f.size_bytes,
+                    "metric": f.metric,
+                    "value": _num(f.value),
+                    "limit": _num(f.limit),
+                    "baseline": _num(f.baseline),
+                }
+                for f in c.findings
+            ],
+        }
+        yield ("\n" if at == 0 else ",\n") + _json(case, depth=2)
+    hosts = [
+        {
+            "host": h.host,
+            "slow": h.slow,
+            "runs": h.runs,
+            "slow_runs": h.slow_runs,
+            "score_with": _num(h.score_with),
+            "score_without": _num(h.score_without),
+            "deficit": _num(h.deficit),
+            "partners": list(h.partners),
+            "evidence": [
+                {
+                    "source": r.source,
+                    "run": r.run,
+                    "score": _num(r.score),
+                    "hosts": list(r.hosts),
+                }
+                for r in h.evidence
+            ],
+        }
+        for h in result.hosts
+    ]
+    yield ("\n  ]" if result.cases else "]") + ',\n  "hosts": '
+    yield _json(hosts, depth=1).lstrip() + "\n}\n"
+
+
+def _json(value: Any, *, depth: int = 0) -> str:
+    """``value`` as JSON indented by 2, its lines as deep as ``depth`` levels of
+    the document (a document's newlines are all indentation: text escapes its
+    own)."""
+    text = json.dumps(value, indent=2, allow_nan=False)
+    margin = "  " * depth
+    return margin + text.replace("\n", "\n" + margin)
 
 
 def to_junit(result: CheckResult, *, roots: Sequence[str] = ()) -> str:
+    """:func:`junit_pieces` joined."""
+    return "".join(junit_pieces(result, roots=roots))
+
+
+def junit_pieces(result: CheckResult, *, roots: Sequence[str] = ()) -> Iterator[str]:
     """JUnit XML: one ``testsuite`` per rule, one ``testcase`` per rule and series.
 
     A failed case (FAIL) carries ``<failure message=...>`` with the full message as
@@ -148,6 +173,8 @@ def to_junit(result: CheckResult, *, roots: Sequence[str] = ()) -> str:
     ``time`` is the seconds the check took on ``<testsuites>`` (when ``result.seconds``
     is known) and 0.000 on each suite and case (they are judged together). Text is
     escaped by ElementTree; characters XML cannot hold are replaced by U+FFFD.
+    In pieces, a suite a piece, each made when asked for: a check of many logs
+    writes them one by one rather than holding the tree of every case.
     """
     counts = _counts(result)
 
@@ -165,12 +192,21 @@ def to_junit(result: CheckResult, *, roots: Sequence[str] = ()) -> str:
     if result.seconds is not None:
         root.set("time", _seconds(result.seconds))
     names = _junit_names(result.cases, roots)
-    for rule in dict.fromkeys(c.rule for c in result.cases):
+    rules = list(dict.fromkeys(c.rule for c in result.cases))
+    if not rules:
+        yield _xml_text(root, declaration=True)
+        return
+    # The root with one stand-in for its suites ("<" in a name or value is
+    # escaped: the stand-in is found only where it stands).
+    ET.SubElement(root, _SUITES)
+    ET.indent(root)
+    head, tail = _xml_text(root, declaration=True).split(f"<{_SUITES} />")
+    yield head
+    for at, rule in enumerate(rules):
         cases = [
             (c, n) for c, n in zip(result.cases, names, strict=True) if c.rule == rule
         ]
-        suite = ET.SubElement(
-            root,
+        suite = ET.Element(
             "testsuite",
             name=f"ncclparse.check.{rule}",
             tests=str(len(cases)),
@@ -200,8 +236,21 @@ def to_junit(result: CheckResult, *, roots: Sequence[str] = ()) -> str:
             else:
                 said = f"{case.outcome}: {case.message}"
                 ET.SubElement(element, "system-out").text = _xml(said)
-    ET.indent(root)
-    return ET.tostring(root, encoding="unicode", xml_declaration=True) + "\n"
+        ET.indent(suite, level=1)
+        suite.tail = "\n  " if at < len(rules) - 1 else None
+        yield _xml_text(suite)
+    yield tail
+
+
+# What stands for the suites in the root's text while they are made one by one.
+_SUITES = "ncclparse-suites"
+
+
+def _xml_text(element: ET.Element, *, declaration: bool = False) -> str:
+    """``element`` as XML text (with its tail), and a newline at the end of the
+    document."""
+    text = ET.tostring(element, encoding="unicode", xml_declaration=declaration)
+    return text + "\n" if declaration else text
 
 
 # A date, with its time if any, in a path: 2026-11-20, 20261120, 2026-11-20T02:15:00Z,
@@ -535,19 +584,21 @@ def _case_groups(
 
 
 def _series(result: CheckResult) -> dict[tuple[str, int], list[_Shape]]:
-    """Each run's series as (label, collective, nodes, ranks), the label as the
-    check names the series (``all_reduce float32 sum out-of-place 16 ranks on 2
-    nodes``)."""
+    """Each run's series as (label, collective, nodes, ranks), in order of
+    appearance, the label as the check names the series (``all_reduce float32 sum
+    out-of-place 16 ranks on 2 nodes``). Grouped on integer codes, a key's text made
+    once per series: a frame of every row's keys as text took 370 MB at 10,000
+    logs."""
     rows = result.analysis.rows
-    if not set(SERIES_KEYS) <= set(rows.column_names):
+    if not set(SERIES_KEYS) <= set(rows.column_names) or rows.num_rows == 0:
         return {}
-    frame = pd.DataFrame({k: key_text(rows[k]) for k in SERIES_KEYS if k != "run"})
-    frame["run"] = rows["run"].to_pandas()
+    first, _ = distinct_rows([_text_codes(rows[k]) for k in SERIES_KEYS])
+    keys = rows.select(list(SERIES_KEYS)).take(np.sort(first))
+    texts = [key_text(keys[k]).tolist() for k in SERIES_KEYS if k != "run"]
     found: dict[tuple[str, int], list[_Shape]] = {}
-    for key, _ in frame.groupby(list(SERIES_KEYS), dropna=False, sort=False):
-        values = dict(zip(SERIES_KEYS, key, strict=True))
-        run = (str(values["source"]), int(str(values["run"])))
-        found.setdefault(run, []).append(
+    for run, *text in zip(keys["run"].to_pylist(), *texts, strict=True):
+        values = dict(zip((k for k in SERIES_KEYS if k != "run"), text, strict=True))
+        found.setdefault((str(values["source"]), int(run)), []).append(
             (
                 series_label(values),
                 str(values["collective"]),
@@ -556,6 +607,23 @@ def _series(result: CheckResult) -> dict[tuple[str, int], list[_Shape]]:
             )
         )
     return found
+
+
+def _text_codes(column: pa.ChunkedArray[Any]) -> npt.NDArray[np.int64]:
+    """:func:`key_codes` of ``column``, equal where its :func:`key_text` is: a null
+    text the same as "" (an integer never reads "")."""
+    if pa.types.is_integer(column.type):
+        return key_codes(column)
+    whole = column.combine_chunks()
+    if not pa.types.is_dictionary(whole.type):
+        whole = pc.dictionary_encode(whole)
+    text = cast("pa.DictionaryArray[Any, Any]", whole)
+    codes = key_codes(text)
+    if pa.types.is_string(text.dictionary.type):
+        empty = pc.index(text.dictionary, "").as_py()
+        if empty >= 0:
+            codes[codes == -1] = empty
+    return codes
 
 
 _MEASURED_KEYS = ("tool", "collective", "dtype", "nnodes", "nranks", "size_bytes")
@@ -573,16 +641,17 @@ def _measured(
     if not wanted <= set(rows.column_names) or rows.num_rows == 0:
         return []
     sized = num(rows, "size_bytes") > 0
-    usable = ~flag(rows, "cputime") & ~flag(rows, "grouped") & sized
-    rows = rows.select([*wanted, "cputime", "grouped"]).filter(pa.array(usable))
-    if rows.num_rows == 0:
+    # The usable rows by position, not a copy of them: a check of many logs has
+    # millions of rows here.
+    usable = np.flatnonzero(~flag(rows, "cputime") & ~flag(rows, "grouped") & sized)
+    if not len(usable):
         return []
-    first, group = distinct_rows([key_codes(rows[k]) for k in _MEASURED_KEYS])
-    busbw = num(rows, "busbw_calc_gbps") * 1e9
+    first, group = distinct_rows([key_codes(rows[k])[usable] for k in _MEASURED_KEYS])
+    busbw = num(rows, "busbw_calc_gbps")[usable] * 1e9
     basis = fill_null(rows["ideal_basis"], "")
-    rows = rows.append_column("assumed", pc.equal(basis, pa.scalar("assumed")))
-    judged = np.where(flag(rows, "assumed"), np.nan, num(rows, "efficiency"))
-    keys = rows.select(list(_MEASURED_KEYS)).take(first)
+    assumed = pc.equal(basis, pa.scalar("assumed")).to_numpy(zero_copy_only=False)
+    judged = np.where(assumed[usable], np.nan, num(rows, "efficiency")[usable])
+    keys = rows.select(list(_MEASURED_KEYS)).take(usable[first])
     labels = zip(*(key_text(keys[k]).tolist() for k in _MEASURED_KEYS), strict=True)
     order = np.argsort(group, kind="stable")
     bounds = np.searchsorted(group[order], np.arange(len(first) + 1))
@@ -677,24 +746,54 @@ def render_outputs(
     :func:`write_all` puts it in place last). ``timestamp`` defaults to now;
     ``roots`` are the inputs given to the check (JUnit names are relative to
     them: :func:`stable_source`)."""
+    return {
+        path: "".join(pieces)
+        for path, pieces in output_pieces(
+            result,
+            junit=junit,
+            json_path=json_path,
+            prometheus=prometheus,
+            markdown=markdown,
+            timestamp=timestamp,
+            roots=roots,
+        ).items()
+    }
+
+
+def output_pieces(
+    result: CheckResult,
+    *,
+    junit: Path | None = None,
+    json_path: Path | None = None,
+    prometheus: Path | None = None,
+    markdown: Path | None = None,
+    timestamp: float | None = None,
+    roots: Sequence[str] = (),
+) -> dict[Path, Iterable[str]]:
+    """:func:`render_outputs`, JUnit and JSON in pieces made as :func:`write_all`
+    writes them (:func:`junit_pieces`, :func:`json_pieces`): a check of many logs
+    never holds their whole text."""
     when = time.time() if timestamp is None else timestamp
-    renderings = (
-        (prometheus, lambda r: to_prometheus(r, timestamp=when)),
-        (junit, lambda r: to_junit(r, roots=roots)),
-        (json_path, to_json),
-        (markdown, to_markdown),
+    renderings: tuple[tuple[Path | None, Callable[[], Iterable[str]]], ...] = (
+        (prometheus, lambda: [to_prometheus(result, timestamp=when)]),
+        (junit, lambda: junit_pieces(result, roots=roots)),
+        (json_path, lambda: json_pieces(result)),
+        (markdown, lambda: [to_markdown(result)]),
     )
-    return {path: render(result) for path, render in renderings if path is not None}
+    return {path: render() for path, render in renderings if path is not None}
 
 
-def write_all(files: Mapping[Path, str]) -> None:
-    """Write every file atomically, all or nothing: each is written in full to a
-    temporary file first, and only when all are written are they renamed into place
-    (in reverse order: the first one last). On an error before that, every path is
-    left as it was. Raises NcclParseError when a file cannot be written."""
+def write_all(files: Mapping[Path, str | Iterable[str]]) -> None:
+    """Write every file atomically, all or nothing: each is written in full (its
+    text, or its pieces in order) to a temporary file first, and only when all are
+    written are they renamed into place (in reverse order: the first one last). On
+    an error before that, every path is left as it was. Raises NcclParseError when
+    a file cannot be written; an error making a piece is raised as it is."""
     with contextlib.ExitStack() as stack:
         for path, text in files.items():
-            stack.enter_context(atomic_output(path, binary=False)).write(text)
+            handle = stack.enter_context(atomic_output(path, binary=False))
+            for piece in [text] if isinstance(text, str) else text:
+                handle.write(piece)
 
 
 def write_outputs(
