@@ -102,3 +102,33 @@ def test_children_still_at_work_when_the_iteration_stops_are_killed(
     for n in (0, 1):
         with pytest.raises(ChildProcessError):  # reaped: no such child left
             os.waitpid(int((tmp_path / str(n)).read_text()), os.WNOHANG)
+
+
+_PARENT = os.getpid()
+
+
+def _stuck_in_a_child(item: tuple[int, Path]) -> tuple[int, int]:
+    """Squares ``n``, but never ends in a child (as one whose native library held
+    a lock at the fork would), which writes its process id under ``directory``."""
+    n, directory = item
+    if os.getpid() != _PARENT:
+        (directory / str(os.getpid())).touch()
+        time.sleep(60)
+    return os.getpid(), n * n
+
+
+@pytest.mark.usefixtures("forking")
+def test_a_child_stuck_is_killed_and_its_work_done_here(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A nightly check never hangs on a child: past CHILD_SECONDS it is killed
+    (and reaped) and the item is done in this process, with the same result."""
+    monkeypatch.setattr(forked, "CHILD_SECONDS", 2.0)
+    items = [(n, tmp_path) for n in range(2)]
+    done = list(in_children(_stuck_in_a_child, items, doing="squaring"))
+    assert done == [(os.getpid(), 0), (os.getpid(), 1)]
+    children = [int(p.name) for p in tmp_path.iterdir()]
+    assert len(children) == 2
+    for pid in children:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)

@@ -9,24 +9,31 @@ results, unpickled compactly (docs/robustness.md, "Memory").
 
 from __future__ import annotations
 
+import functools
 import gc
 import os
 import pickle
+import select
 import signal
 import sys
 import threading
+import time
 import warnings
 from collections import deque
 from collections.abc import Callable, Generator, Iterable
 from typing import Generic, TypeVar
 
-__all__ = ["AT_ONCE", "ChildDied", "can_fork", "in_children"]
+__all__ = ["AT_ONCE", "CHILD_SECONDS", "ChildDied", "can_fork", "in_children"]
 
 T = TypeVar("T")
 R = TypeVar("R")
 
 # Children at work at once: the parent reads the next item meanwhile.
 AT_ONCE = 2
+# Seconds a child may take for one item (a batch of runs takes a few seconds):
+# past them it is taken for stuck (a lock a native library held at the fork) and
+# killed, and the item done here, so that a nightly check never hangs.
+CHILD_SECONDS = 600.0
 
 
 class ChildDied(Exception):
@@ -103,10 +110,12 @@ class _Done(_Pending[R]):
 
 
 class _Child(_Pending[R]):
-    """``work(item)`` in a forked child, its result pickled into a pipe."""
+    """``work(item)`` in a forked child, its result pickled into a pipe; done
+    here instead when the child takes more than CHILD_SECONDS."""
 
     def __init__(self, work: Callable[[T], R], item: T, doing: str) -> None:
         self.doing = doing
+        self.redo: Callable[[], R] = functools.partial(work, item)
         read, write = os.pipe()
         # The child would copy every page of the parent its collector visits:
         # frozen, the parent's objects are not the child's to collect.
@@ -130,7 +139,10 @@ class _Child(_Pending[R]):
 
     def result(self) -> R:
         with self.pipe:
-            data = self.pipe.read()
+            data = self._read()
+        if data is None:  # stuck: killed, and the work done here
+            self.stop()
+            return self.redo()
         _, status = os.waitpid(self.pid, 0)
         self.pid = 0
         if os.WIFSIGNALED(status):
@@ -148,6 +160,21 @@ class _Child(_Pending[R]):
         if done:
             return value  # type: ignore[no-any-return]
         raise value
+
+    def _read(self) -> bytes | None:
+        """What the child wrote until it closed the pipe; None when it took more
+        than CHILD_SECONDS."""
+        deadline = time.monotonic() + CHILD_SECONDS
+        parts: list[bytes] = []
+        fd = self.pipe.fileno()
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0 or not select.select([fd], [], [], left)[0]:
+                return None
+            part = os.read(fd, 1 << 20)
+            if not part:
+                return b"".join(parts)
+            parts.append(part)
 
     def stop(self) -> None:
         self.pipe.close()
