@@ -52,12 +52,15 @@ class CheckRun:
     """What :func:`check` found: the parsed inputs (``parsed``), the inputs that
     could not be read or parsed (``input_failures``), what directory walks skipped
     (``notes``) and the judgement (``result``, its ``seconds`` the time from the
-    first input read to the last case judged)."""
+    first input read to the last case judged). ``merged``: the inputs held more
+    rows than CHECK_LIMITS allow, so the repeats of each point in ``parsed`` were
+    merged (its merged runs say so in their warnings)."""
 
     parsed: ParseResult
     input_failures: tuple[Exception, ...]
     notes: tuple[Note, ...]
     result: CheckResult
+    merged: bool = False
 
     @property
     def passed(self) -> bool:
@@ -168,7 +171,7 @@ def check(
         except ProfileError as exc:  # a bad hardware option
             raise CheckConfigError(str(exc)) from exc
     result = dataclasses.replace(result, seconds=time.monotonic() - started)
-    return CheckRun(parsed, tuple(failures), tuple(notes), result)
+    return CheckRun(parsed, tuple(failures), tuple(notes), result, points.merged)
 
 
 def _merged(
