@@ -12,6 +12,7 @@ import pyarrow.compute as pc
 import pytest
 
 import ncclparse
+from ncclparse.health import blame as blaming
 from ncclparse.health.blame import RunScore, RunTimes, blame, run_scores
 from ncclparse.health.rules import BlamePolicy
 from tests import _derive as derive
@@ -132,7 +133,9 @@ def _scores_of_one_frame(
     return {times._runs[cast(int, at)]: float(score) for at, score in scores.items()}
 
 
-def test_scores_a_part_and_a_shape_at_a_time_equal_those_of_one_frame() -> None:
+def test_scores_a_part_and_a_shape_at_a_time_equal_those_of_one_frame(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
     """Three collectives over every pair of five hosts (one slow), each time
     jittered, added in batches of four runs, and a shape of two runs (not scored):
     the scores of one frame of every point, bit for bit, in both placements' rows
@@ -156,11 +159,15 @@ def test_scores_a_part_and_a_shape_at_a_time_equal_those_of_one_frame() -> None:
         times.add(
             result.measurements.filter(pc.is_in(result.measurements["source"], batch))
         )
+    monkeypatch.setattr(blaming, "_HOST_ROWS", 4)  # hosts read four runs at a time
     scores = times.scores(result.runs)
     assert len(times._shapes) == 8  # four collectives, two placements
     assert len(scores) == 30  # the two alltoall runs are too few to score
     assert {(s.source, s.run): s.score for s in scores} == _scores_of_one_frame(
         times, result.runs
+    )
+    assert all(
+        s.hosts == tuple(s.source.removesuffix(".log").split("-")[-2:]) for s in scores
     )
     slow = sorted(s.source for s in scores if s.score < 0.6)
     assert slow == sorted(
