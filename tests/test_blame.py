@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import io
+from typing import cast
 
+import numpy as np
+import pandas as pd
+import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
 import ncclparse
+from ncclparse.health import blame as blaming
 from ncclparse.health.blame import RunScore, RunTimes, blame, run_scores
 from ncclparse.health.rules import BlamePolicy
 from tests import _derive as derive
@@ -108,3 +113,65 @@ def test_run_times_gathered_batch_by_batch_score_as_one_frame() -> None:
         ("n2-n4.log", 0),
         ("n3-n4.log", 0),
     ]
+
+
+def _scores_of_one_frame(
+    times: RunTimes, runs: pa.Table
+) -> dict[tuple[str, int], float]:
+    """The scores as they were computed before, from one frame of every point (its
+    group mean adds each run's ratios in row order): what a part at a time and a
+    shape at a time must give, bit for bit."""
+    frame = pd.concat(times._parts, ignore_index=True)
+    runs_in_shape = frame.groupby("shape")["run"].nunique()
+    frame = frame[frame["shape"].map(runs_in_shape) >= 3]
+    typical = frame.groupby(["shape", "size_bytes"])["time_us"].transform("median")
+    log_ratio = np.log(typical / frame["time_us"])
+    cuts = frame.groupby("shape")["size_bytes"].agg(lambda s: np.median(np.unique(s)))
+    large = frame["size_bytes"] >= frame["shape"].map(cuts)
+    ratios = pd.DataFrame({"run": frame["run"][large], "log_ratio": log_ratio[large]})
+    scores = ratios.groupby("run")["log_ratio"].mean().map(np.exp)
+    return {times._runs[cast(int, at)]: float(score) for at, score in scores.items()}
+
+
+def test_scores_a_part_and_a_shape_at_a_time_equal_those_of_one_frame(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Three collectives over every pair of five hosts (one slow), each time
+    jittered, added in batches of four runs, and a shape of two runs (not scored):
+    the scores of one frame of every point, bit for bit, in both placements' rows
+    interleaved as the runs print them."""
+    logs = []
+    for at, collective in enumerate(("all_reduce", "all_gather", "reduce_scatter")):
+        for n, (text, name) in enumerate(
+            derive.pairwise(["a", "b", "c", "d", "e"], "c")
+        ):
+            jittered = derive.scale(text, derive.jitter(at * 100 + n, 0.05))
+            logs.append(
+                (derive.as_collective(jittered, collective), f"{collective}-{name}")
+            )
+    alone = derive.as_collective(derive.healthy(), "alltoall")
+    logs += [(alone, "alltoall-1.log"), (alone, "alltoall-2.log")]
+    result = ncclparse.parse_many((_stream(t), n) for t, n in logs)
+    times = RunTimes()
+    sources = result.runs["source"]
+    for first in range(0, len(sources), 4):
+        batch = sources.slice(first, 4)
+        times.add(
+            result.measurements.filter(pc.is_in(result.measurements["source"], batch))
+        )
+    monkeypatch.setattr(blaming, "_HOST_ROWS", 4)  # hosts read four runs at a time
+    scores = times.scores(result.runs)
+    assert len(times._shapes) == 8  # four collectives, two placements
+    assert len(scores) == 30  # the two alltoall runs are too few to score
+    assert {(s.source, s.run): s.score for s in scores} == _scores_of_one_frame(
+        times, result.runs
+    )
+    assert all(
+        s.hosts == tuple(s.source.removesuffix(".log").split("-")[-2:]) for s in scores
+    )
+    slow = sorted(s.source for s in scores if s.score < 0.6)
+    assert slow == sorted(
+        f"{c}-{pair}.log"
+        for c in ("all_gather", "all_reduce", "reduce_scatter")
+        for pair in ("a-c", "b-c", "c-d", "c-e")
+    )

@@ -21,6 +21,7 @@ from ncclparse.cli.app import cli
 from ncclparse.health import check as judging
 from ncclparse.health import forked, nightly
 from ncclparse.health.rules import DEFAULT_RULES
+from ncclparse.report import check_outputs
 from ncclparse.report.check_outputs import render_outputs, to_text
 from tests import _derive
 from tests.test_memory import child_output, peak_rss_mb
@@ -94,6 +95,40 @@ def test_outputs_read_only_the_columns_kept_for_them(
     # The busbw and efficiency samples are made of the rows kept.
     prometheus = _outputs(every, tmp_path)[tmp_path / "check.prom"]
     assert "ncclparse_busbw_bytes_per_second{" in prometheus
+
+
+def test_outputs_of_rows_coded_a_slice_at_a_time_are_the_same(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """Twelve logs of three collectives, some three times slower: the Prometheus
+    busbw samples and the case metrics made of slices of 50 rows (a run's 62 rows
+    split, a shape met again in later slices) are those of one slice of every row,
+    and so are the other outputs."""
+    healthy = _derive.healthy()
+    slow = _derive.scale(healthy, lambda _size: 3.0)
+    logs = [
+        (_derive.as_collective(slow if i % 4 == 0 else healthy, collective), name)
+        for i in range(12)
+        for collective, name in [
+            (("all_reduce", "all_gather", "alltoall")[i % 3], f"n{i}.log")
+        ]
+    ]
+    result = judging.check(ncclparse.parse_many(logs), DEFAULT_RULES)
+    whole = _outputs(result, tmp_path)
+    monkeypatch.setattr(check_outputs, "_CODED_ROWS", 50)
+    sliced = _outputs(result, tmp_path)
+    assert sliced == whole
+    prometheus = whole[tmp_path / "check.prom"]
+    busbw = [
+        line
+        for line in prometheus.splitlines()
+        if line.startswith("ncclparse_busbw_bytes_per_second{")
+    ]
+    assert len(busbw) == 3 * 2 * 31  # collectives, min and median, sizes
+    assert 'collective="alltoall"' in prometheus
+    assert 'ncclparse_check_case_failed{rule="cohort",collective="all_reduce",' in (
+        prometheus
+    )
 
 
 def _logs_of_many_rows(directory: Path) -> list[Path]:

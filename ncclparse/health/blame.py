@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any, cast
 
 import numpy as np
+import numpy.typing as npt
 import pandas as pd
 import pyarrow as pa
 
@@ -156,36 +157,65 @@ class RunTimes:
     def scores(self, runs: pa.Table) -> tuple[RunScore, ...]:
         """Score every run added whose shape has at least three runs, by source and
         run; ``runs`` (the runs table) gives their hosts."""
-        if not self._parts:
+        shapes = self._scored_shapes()
+        if not shapes:
             return ()
-        # One column at a time, whole-frame copies avoided: a check of many logs
-        # has a row per run and size here (90 MB more at 10,000 logs, with copies).
-        frame = pd.concat(self._parts, ignore_index=True)
-        runs_in_shape = frame.groupby("shape")["run"].nunique()
-        kept = frame["shape"].map(runs_in_shape) >= _MINSHAPE_KEYS_RUNS
-        if not kept.all():
-            frame = frame[kept]
-        if frame.empty:
-            return ()
-        typical = frame.groupby(["shape", "size_bytes"])["time_us"].transform("median")
-        log_ratio = np.log(typical / frame["time_us"])
-        del typical
-        cuts = frame.groupby("shape")["size_bytes"].agg(
-            lambda s: np.median(np.unique(s))
-        )
-        large = frame["size_bytes"] >= frame["shape"].map(cuts)
-        ratios = pd.DataFrame(
-            {"run": frame["run"][large], "log_ratio": log_ratio[large]}
-        )
-        scores = ratios.groupby("run")["log_ratio"].mean().map(np.exp)
-        hosts = _hosts_by_run(runs)
-        found = []
-        for number, score in scores.items():
-            source, run = self._runs[cast(int, number)]
-            found.append(
-                RunScore(source, run, float(score), hosts.get((source, run), ()))
+        # A part at a time and a shape at a time, never a frame of every point: a
+        # check of many logs has millions here. The values are those of one frame
+        # of every point: a (shape, size)'s median does not depend on the order of
+        # its times, and each run's mean adds its ratios in the order of its rows,
+        # all in one part.
+        typical = {
+            shape: self._typical_times(shape, cut) for shape, cut in shapes.items()
+        }
+        scores: dict[tuple[str, int], float] = {}
+        for part in self._parts:
+            shape = part["shape"].to_numpy()
+            size = part["size_bytes"].to_numpy()
+            log_ratio = np.zeros(len(part))
+            scored = np.zeros(len(part), dtype=bool)
+            for number, cut in shapes.items():
+                (large,) = np.nonzero((shape == number) & (size >= cut))
+                medians = typical[number].reindex(size[large]).to_numpy()
+                log_ratio[large] = np.log(medians / part["time_us"].to_numpy()[large])
+                scored[large] = True
+            ratios = pd.DataFrame(
+                {"run": part["run"].to_numpy()[scored], "log_ratio": log_ratio[scored]}
             )
-        return tuple(sorted(found, key=lambda r: (r.source, r.run)))
+            means = ratios.groupby("run")["log_ratio"].mean().map(np.exp)
+            for at, score in means.items():
+                scores[self._runs[cast(int, at)]] = float(score)
+        found = _with_hosts(scores, runs)
+        return tuple(sorted(found.values(), key=lambda r: (r.source, r.run)))
+
+    def _scored_shapes(self) -> dict[int, float]:
+        """The shapes of at least three runs, each with its cut: the median of its
+        distinct sizes (the larger half is scored)."""
+        runs: dict[int, int] = {}
+        sizes: dict[int, list[npt.NDArray[np.int64]]] = {}
+        for part in self._parts:
+            shape = part["shape"].to_numpy()
+            pairs = np.unique(np.stack([shape, part["run"].to_numpy()]), axis=1)
+            numbers, counts = np.unique(pairs[0], return_counts=True)
+            size = part["size_bytes"].to_numpy()
+            for number, count in zip(numbers.tolist(), counts.tolist(), strict=True):
+                runs[number] = runs.get(number, 0) + count  # a run is in one part
+                sizes.setdefault(number, []).append(np.unique(size[shape == number]))
+        return {
+            number: float(np.median(np.unique(np.concatenate(sizes[number]))))
+            for number, count in sorted(runs.items())
+            if count >= _MINSHAPE_KEYS_RUNS
+        }
+
+    def _typical_times(self, shape: int, cut: float) -> pd.Series[float]:
+        """The median time of each size of ``shape`` at least ``cut``, by size."""
+        sizes, times = [], []
+        for part in self._parts:
+            size = part["size_bytes"].to_numpy()
+            (large,) = np.nonzero((part["shape"].to_numpy() == shape) & (size >= cut))
+            sizes.append(size[large])
+            times.append(part["time_us"].to_numpy()[large])
+        return pd.Series(np.concatenate(times)).groupby(np.concatenate(sizes)).median()
 
 
 def blame(scores: tuple[RunScore, ...], policy: BlamePolicy) -> tuple[HostScore, ...]:
@@ -226,15 +256,33 @@ def blame(scores: tuple[RunScore, ...], policy: BlamePolicy) -> tuple[HostScore,
     return tuple(sorted(found, key=lambda h: (-h.deficit, h.host)))
 
 
-def _hosts_by_run(runs: pa.Table) -> dict[tuple[str, int], tuple[str, ...]]:
-    found: dict[tuple[str, int], tuple[str, ...]] = {}
+# Runs whose hosts are read at a time: the Python objects of every run's hosts at
+# once took 1.4 KB a run at the end of a check of many logs.
+_HOST_ROWS = 8_192
+
+
+def _with_hosts(
+    scores: dict[tuple[str, int], float], runs: pa.Table
+) -> dict[tuple[str, int], RunScore]:
+    """Each run's score with its distinct hosts (none when ``runs`` lacks it), read
+    from ``runs`` a slice at a time, each host's name made once."""
+    found = {key: RunScore(*key, score, ()) for key, score in scores.items()}
+    names: dict[str, str] = {}
     # The runs schema makes source, run and hosts non-nullable (host items may be null).
-    for source, run, hosts in zip(
-        cast("list[str]", runs["source"].to_pylist()),
-        cast("list[int]", runs["run"].to_pylist()),
-        cast("list[list[str | None]]", runs["hosts"].to_pylist()),
-        strict=True,
-    ):
-        # As the other cases name them: a Rank line's host name is log text.
-        found[(source, run)] = tuple(dict.fromkeys(shown_name(h) for h in hosts if h))
+    for batch in runs.select(["source", "run", "hosts"]).to_batches(_HOST_ROWS):
+        for source, run, hosts in zip(
+            cast("list[str]", batch["source"].to_pylist()),
+            cast("list[int]", batch["run"].to_pylist()),
+            cast("list[list[str | None]]", batch["hosts"].to_pylist()),
+            strict=True,
+        ):
+            if (source, run) not in scores:
+                continue
+            # As the other cases name them: a Rank line's host name is log text.
+            shown = (
+                names.get(h) or names.setdefault(h, shown_name(h)) for h in hosts if h
+            )
+            found[(source, run)] = RunScore(
+                source, run, scores[(source, run)], tuple(dict.fromkeys(shown))
+            )
     return found

@@ -304,11 +304,15 @@ def _junit_names(cases: Sequence[Case], roots: Sequence[str]) -> list[str]:
         c.name.replace(c.source, stable_source(c.source, roots)) if c.source else c.name
         for c in cases
     ]
-    origins: dict[tuple[str, str], set[str]] = {}
+    # The first full name of each stable one, and the stable names of two: not a
+    # set a case (65 MB at 50,000 logs).
+    first: dict[tuple[str, str], str] = {}
+    shared: set[tuple[str, str]] = set()
     for case, name in zip(cases, stable, strict=True):
-        origins.setdefault((case.rule, name), set()).add(case.name)
+        if first.setdefault((case.rule, name), case.name) != case.name:
+            shared.add((case.rule, name))
     return [
-        name if len(origins[(case.rule, name)]) == 1 else case.name
+        case.name if (case.rule, name) in shared else name
         for case, name in zip(cases, stable, strict=True)
     ]
 
@@ -588,12 +592,12 @@ def _series(result: CheckResult) -> dict[tuple[str, int], list[_Shape]]:
     appearance, the label as the check names the series (``all_reduce float32 sum
     out-of-place 16 ranks on 2 nodes``). Grouped on integer codes, a key's text made
     once per series: a frame of every row's keys as text took 370 MB at 10,000
-    logs."""
+    logs, and their codes (:func:`_first_rows`) are made a slice of rows at a
+    time."""
     rows = result.analysis.rows
     if not set(SERIES_KEYS) <= set(rows.column_names) or rows.num_rows == 0:
         return {}
-    first, _ = distinct_rows([_text_codes(rows[k]) for k in SERIES_KEYS])
-    keys = rows.select(list(SERIES_KEYS)).take(np.sort(first))
+    keys = rows.select(list(SERIES_KEYS)).take(_first_rows(rows, SERIES_KEYS))
     texts = [key_text(keys[k]).tolist() for k in SERIES_KEYS if k != "run"]
     found: dict[tuple[str, int], list[_Shape]] = {}
     for run, *text in zip(keys["run"].to_pylist(), *texts, strict=True):
@@ -607,6 +611,28 @@ def _series(result: CheckResult) -> dict[tuple[str, int], list[_Shape]]:
             )
         )
     return found
+
+
+# Rows whose keys are coded at a time: codes of every kept row at once took ~100
+# bytes a row at the end of a check of many logs (300 MB at 50,000 logs).
+_CODED_ROWS = 1 << 18
+
+
+def _first_rows(rows: pa.Table, keys: Sequence[str]) -> npt.NDArray[np.int64]:
+    """The index of the first row of each distinct ``keys`` (equal where their
+    :func:`_text_codes` are), ascending: the first rows of each slice of
+    ``_CODED_ROWS`` rows, then the first of those."""
+    found = []
+    for start in range(0, rows.num_rows, _CODED_ROWS):
+        part = rows.slice(start, _CODED_ROWS)
+        first, _ = distinct_rows([_text_codes(part[k]) for k in keys])
+        found.append(np.sort(first) + start)
+    candidates = np.concatenate(found)
+    if len(found) > 1:
+        picked = rows.select(list(keys)).take(candidates)
+        first, _ = distinct_rows([_text_codes(picked[k]) for k in keys])
+        candidates = candidates[np.sort(first)]
+    return candidates
 
 
 def _text_codes(column: pa.ChunkedArray[Any]) -> npt.NDArray[np.int64]:
@@ -640,31 +666,46 @@ def _measured(
     wanted = {*_MEASURED_KEYS, "busbw_calc_gbps", "efficiency", "ideal_basis"}
     if not wanted <= set(rows.column_names) or rows.num_rows == 0:
         return []
-    sized = num(rows, "size_bytes") > 0
-    # The usable rows by position, not a copy of them: a check of many logs has
-    # millions of rows here.
-    usable = np.flatnonzero(~flag(rows, "cputime") & ~flag(rows, "grouped") & sized)
-    if not len(usable):
-        return []
-    first, group = distinct_rows([key_codes(rows[k])[usable] for k in _MEASURED_KEYS])
-    busbw = num(rows, "busbw_calc_gbps")[usable] * 1e9
-    basis = fill_null(rows["ideal_basis"], "")
-    assumed = pc.equal(basis, pa.scalar("assumed")).to_numpy(zero_copy_only=False)
-    judged = np.where(assumed[usable], np.nan, num(rows, "efficiency")[usable])
-    keys = rows.select(list(_MEASURED_KEYS)).take(usable[first])
-    labels = zip(*(key_text(keys[k]).tolist() for k in _MEASURED_KEYS), strict=True)
-    order = np.argsort(group, kind="stable")
-    bounds = np.searchsorted(group[order], np.arange(len(first) + 1))
+    # Each group's values gathered a slice of rows at a time, the slice's keys
+    # coded and grouped alone: never the codes of every row at once.
+    groups: dict[tuple[Any, ...], int] = {}  # keys' values (null: None): group
+    labels: list[tuple[str, ...]] = []
+    values: list[tuple[list[npt.NDArray[np.float64]], ...]] = []
+    for start in range(0, rows.num_rows, _CODED_ROWS):
+        part = rows.slice(start, _CODED_ROWS)
+        sized = num(part, "size_bytes") > 0
+        usable = np.flatnonzero(~flag(part, "cputime") & ~flag(part, "grouped") & sized)
+        if not len(usable):
+            continue
+        first, group = distinct_rows(
+            [key_codes(part[k])[usable] for k in _MEASURED_KEYS]
+        )
+        busbw = num(part, "busbw_calc_gbps")[usable] * 1e9
+        basis = fill_null(part["ideal_basis"], "")
+        assumed = pc.equal(basis, pa.scalar("assumed")).to_numpy(zero_copy_only=False)
+        judged = np.where(assumed[usable], np.nan, num(part, "efficiency")[usable])
+        keys = part.select(list(_MEASURED_KEYS)).take(usable[first])
+        seen = zip(*(keys[k].to_pylist() for k in _MEASURED_KEYS), strict=True)
+        texts = zip(*(key_text(keys[k]).tolist() for k in _MEASURED_KEYS), strict=True)
+        order = np.argsort(group, kind="stable")
+        bounds = np.searchsorted(group[order], np.arange(len(first) + 1))
+        for at, (key, text) in enumerate(zip(seen, texts, strict=True)):
+            if key not in groups:
+                groups[key] = len(labels)
+                labels.append(text)
+                values.append(([], []))
+            members = order[bounds[at] : bounds[at + 1]]
+            for kept, column in zip(values[groups[key]], (busbw, judged), strict=True):
+                kept.append(column[members])
     found = []
-    for at, key in sorted(enumerate(labels), key=lambda item: _order(item[1])):
-        members = order[bounds[at] : bounds[at + 1]]
-        values = {
-            metric: _min_median(column[members])
-            for metric, column in (("busbw", busbw), ("efficiency", judged))
+    for at, label in sorted(enumerate(labels), key=lambda item: _order(item[1])):
+        stats = {
+            metric: _min_median(np.concatenate(kept))
+            for metric, kept in zip(("busbw", "efficiency"), values[at], strict=True)
         }
-        if values["busbw"] or values["efficiency"]:
-            named = dict(zip(_MEASURED_KEYS, map(str, key), strict=True))
-            found.append(({**tags, **named}, values))
+        if stats["busbw"] or stats["efficiency"]:
+            named = dict(zip(_MEASURED_KEYS, map(str, label), strict=True))
+            found.append(({**tags, **named}, stats))
     return found
 
 
