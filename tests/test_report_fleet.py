@@ -300,10 +300,12 @@ def test_a_night_of_four_collectives_is_drawn_in_bounded_memory(
     """``report`` draws both nights in less than 1 GB, the 4x points adding less
     than 0.5 GB (their parsed rows, about 0.8 KB a point as the parser holds them,
     and each run's overview row); ``check --report`` less than 1 GB, adding less
-    than 0.45 GB to the check alone at 8,064 logs (the check keeps its points in a
-    temporary file; the page is analysed in the check's batches: what it keeps of
-    a run is its overview row). Measured: report 391 and 776 MB; check --report
-    424 and 833 MB, 337 MB over the check at 8,064 logs."""
+    than 0.5 GB to the check alone at 8,064 logs (the check keeps its points in a
+    temporary file and judges them in forked children; with a page it keeps the
+    parsed rows and judges in this process, the page analysed in the check's
+    batches: what it keeps of a run is its overview row). Measured: report 391
+    and 776 MB; check --report 424 and 833 MB, 337 MB over the check at 8,064
+    logs, then 452 and 876 MB, 453 MB over a check that forks (73 MB less)."""
     peaks = []
     for night in fleet_nights:
         page = tmp_path / f"{command}-{night.name}.html"
@@ -314,4 +316,4 @@ def test_a_night_of_four_collectives_is_drawn_in_bounded_memory(
         assert peaks[1] - peaks[0] < 500, peaks
     else:
         added = peaks[1] - peak_rss_mb(_page_code(command, fleet_nights[1], None))
-        assert added < 450, (peaks, added)
+        assert added < 500, (peaks, added)
