@@ -313,6 +313,7 @@ def test_text_from_logs_is_escaped() -> None:
     assert f"hosts ztan-mig-235z (8 ranks), {INJECTED} (8 ranks)" in page.all_text
 
 
+@pytest.mark.slow  # pages drawn in child processes
 def test_same_input_same_bytes_across_processes(tmp_path: Path) -> None:
     outputs = []
     command = [sys.executable, "-m", "ncclparse", "report", "-q", str(H100)]
@@ -548,6 +549,7 @@ def test_checks_section_escapes_host_names(pairwise_html: str) -> None:
     assert "script" not in Page(pairwise_html).tags
 
 
+@pytest.mark.slow  # a second page of 30 runs: ~8 s
 def test_checks_section_is_deterministic(
     pairwise: tuple[ncclparse.ParseResult, CheckResult], pairwise_html: str
 ) -> None:

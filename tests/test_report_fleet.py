@@ -71,6 +71,7 @@ def _overview_runs(page: str) -> list[tuple[str, str]]:
     return [(verdict, run) for verdict, run in rows]
 
 
+@pytest.mark.slow  # the night's two pages, drawn once: ~10 s
 def test_every_run_is_in_the_overview_the_slow_pairs_first(
     pages: dict[str, str],
 ) -> None:
@@ -90,6 +91,7 @@ def test_every_run_is_in_the_overview_the_slow_pairs_first(
         assert '<a href="#overview-fail" class="badge bad">2 FAIL</a>' in page
 
 
+@pytest.mark.slow  # the night's two pages, drawn once: ~10 s
 def test_a_slow_pair_says_how_far_below_the_night_it_is(
     pages: dict[str, str],
 ) -> None:
@@ -105,6 +107,7 @@ def test_a_slow_pair_says_how_far_below_the_night_it_is(
         )
 
 
+@pytest.mark.slow  # the night's two pages, drawn once: ~10 s
 def test_the_heatmap_has_every_host(pages: dict[str, str]) -> None:
     """The first 200 pairs reach every one of the 64 hosts (node000's pairs)."""
     for page in pages.values():
@@ -115,6 +118,7 @@ def test_the_heatmap_has_every_host(pages: dict[str, str]) -> None:
         assert f"{LOGS} of 2016 pairs measured" in heatmap
 
 
+@pytest.mark.slow  # the night's two pages, drawn once: ~10 s
 def test_sections_only_for_the_most_telling_runs(pages: dict[str, str]) -> None:
     """Of 200 runs, DETAILED get a section: the slow pairs (FAIL) among them."""
     for page in pages.values():
@@ -128,6 +132,7 @@ def test_sections_only_for_the_most_telling_runs(pages: dict[str, str]) -> None:
         assert f"{DETAILED} of the {LOGS} runs have a section below" in page
 
 
+@pytest.mark.slow  # the night's two pages, drawn once: ~10 s
 def test_report_and_check_report_draw_the_same_page(pages: dict[str, str]) -> None:
     """The same overview, heatmap and run sections; check --report adds its own
     section of cases."""
